@@ -1,0 +1,136 @@
+"""Nox sessions for the kiln monorepo.
+
+Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
+
+- ``tests``: pytest over every ``packages/*/tests`` and ``integration/``.
+- ``lint``: ruff check, ruff format --check, and mypy over ``packages/*/src``.
+- ``bench``: ``benchmarks/run.py``, one JSON result file per run in ``benchmarks/results/``.
+- ``demo``: ``examples/demo.py``.
+
+Every session installs all packages under ``packages/`` in editable mode, pinned by
+``constraints.txt``. Extra arguments after ``--`` go to pytest / the script, e.g.
+``nox -s tests -- -x packages/graph/tests``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import graphlib
+import re
+import tomllib
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+nox.options.download_python = "never"  # use the pyenv Python 3.12 (.python-version)
+nox.options.sessions = ["tests"]
+
+PYTHON = "3.12"
+ROOT = Path(__file__).resolve().parent
+CONSTRAINTS = "constraints.txt"  # nox runs sessions from the directory of this file
+BUILD_REQUIREMENTS = ("hatchling", "editables")  # what building packages/* editable needs
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_name(requirement: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if match is None:
+        raise ValueError(f"cannot parse requirement {requirement!r}")
+    return _canonical(match.group(1))
+
+
+def local_packages() -> list[Path]:
+    """Return the folders ``packages/*`` in dependency order (dependencies first)."""
+    folders: dict[str, Path] = {}
+    depends: dict[str, list[str]] = {}
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        name = _canonical(project["name"])
+        folders[name] = pyproject.parent
+        depends[name] = [_requirement_name(r) for r in project.get("dependencies", [])]
+    graph = {name: [d for d in deps if d in folders] for name, deps in depends.items()}
+    order = graphlib.TopologicalSorter(graph).static_order()
+    return [folders[name] for name in order]
+
+
+def install_packages(session: nox.Session, *extra: str) -> None:
+    """Install every package in packages/ editable, plus ``extra``, pinned by constraints.txt.
+
+    The build backend (hatchling, plus editables for its editable wheels) is installed
+    first from the constraints, so that the editable builds run without build isolation
+    and use the pinned versions. All packages go to pip in one command, so their local
+    dependencies on each other resolve.
+    """
+    session.install("-c", CONSTRAINTS, *BUILD_REQUIREMENTS)
+    editables = [arg for path in local_packages() for arg in ("-e", str(path.relative_to(ROOT)))]
+    session.install("--no-build-isolation", "-c", CONSTRAINTS, *editables, *extra)
+
+
+def _test_paths() -> list[str]:
+    paths = [p for p in sorted(ROOT.glob("packages/*/tests")) if p.is_dir()]
+    if (ROOT / "integration").is_dir():
+        paths.append(ROOT / "integration")
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+def _names_a_path(args: list[str]) -> bool:
+    """Whether the user's pytest arguments select tests by path (then use only theirs)."""
+    return any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in args)
+
+
+def _has_test_files() -> bool:
+    patterns = ("packages/*/tests/**/test_*.py", "integration/**/test_*.py")
+    return any(any(ROOT.glob(pattern)) for pattern in patterns)
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the tests of every package and the integration tests."""
+    install_packages(session, "pytest", "hypothesis", "scipy")
+    posargs = list(session.posargs)
+    args = posargs if _names_a_path(posargs) else [*_test_paths(), *posargs]
+    # pytest exits 5 when it collected no test; that is only acceptable while the
+    # repository has no test file at all.
+    success_codes = [0] if _has_test_files() else [0, 5]
+    session.run("pytest", *args, success_codes=success_codes)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Run ruff (lint + format check) and mypy over the packages' sources."""
+    install_packages(session, "ruff", "mypy")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    sources = [str(p.relative_to(ROOT)) for p in sorted(ROOT.glob("packages/*/src"))]
+    session.run("mypy", *sources)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks; results go to benchmarks/results/bench-<UTC timestamp>.json."""
+    script = "benchmarks/run.py"
+    if not (ROOT / script).is_file():
+        session.error(f"{script} does not exist yet")
+    install_packages(session)
+    args = list(session.posargs)
+    if not any(arg == "--output" or arg.startswith("--output=") for arg in args):
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+        (ROOT / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
+        args = ["--output", f"benchmarks/results/bench-{stamp}.json", *args]
+    session.run("python", script, *args)
+
+
+@nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """Run the demo script examples/demo.py."""
+    script = "examples/demo.py"
+    if not (ROOT / script).is_file():
+        session.error(f"{script} does not exist yet")
+    install_packages(session)
+    session.run("python", script, *session.posargs)

@@ -1,0 +1,321 @@
+"""Elementwise Ops: scalar ops lifted over arrays with broadcasting, and DimShuffle.
+
+Broadcasting follows NumPy, with one rule from the static types: a dimension is
+broadcast only where its static length is 1. An input whose static length is unknown
+(``None``) must match the other inputs' length at run time; this keeps gradients and
+compiled loops free of run-time broadcasting decisions. Give the dimension a static
+length of 1 (``shape=(1, None)``, ``x[None]``, ``expand_dims``) to broadcast it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kiln_graph._basic import as_tensor, constant
+from kiln_graph._errors import KilnValueError, ShapeMismatchError
+from kiln_graph._node import Apply, Op, Props, TensorVariable, Variable
+from kiln_graph._types import DISCRETE_DTYPES, TensorType, normalize_dtype
+
+
+def upcast(*dtypes: str) -> str:
+    """NumPy's result dtype of ``dtypes``."""
+    return np.result_type(*dtypes).name
+
+
+def upgrade_to_float(*dtypes: str) -> str:
+    """The result dtype, made ``float64`` when all inputs are integer or bool."""
+    out = np.result_type(*dtypes)
+    return out.name if out.kind in "fc" else "float64"
+
+
+def bool_out(*dtypes: str) -> str:
+    """Always ``bool``."""
+    return "bool"
+
+
+class ScalarOp(Props):
+    """A function of scalars, applied elementwise by :class:`Elemwise`.
+
+    Subclasses set ``nin`` (``-1`` for any number of inputs), ``nfunc`` (the vectorized
+    NumPy implementation), ``dtype_rule`` (output dtype from input dtypes), and
+    ``grad`` (the gradient as tensor expressions of the Elemwise's inputs and output).
+    """
+
+    nin: ClassVar[int] = 1
+    nfunc: ClassVar[Callable[..., Any]]
+    dtype_rule: ClassVar[Callable[..., str]] = staticmethod(upcast)
+    #: The function of this op as NumPy / SciPy name, for printing and backends.
+    identity: ClassVar[str] = ""
+
+    def output_dtype(self, *dtypes: str) -> str:
+        """The output dtype for inputs of ``dtypes``."""
+        return self.dtype_rule(*dtypes)
+
+    def impl(self, *inputs: np.ndarray) -> Any:
+        """Evaluate on arrays."""
+        return type(self).nfunc(*inputs)
+
+    def grad(
+        self, inputs: Sequence[TensorVariable], output: TensorVariable, gout: TensorVariable
+    ) -> list[Variable | None]:
+        """Gradient w.r.t. each input, given ``gout``, the gradient w.r.t. the output."""
+        raise NotImplementedError(f"{self} has no gradient")
+
+    def __str__(self) -> str:
+        return type(self).__name__.lower() if not self.__props__ else super().__str__()
+
+
+def _static_broadcast(shapes: Sequence[tuple[int | None, ...]], op: Any) -> tuple[int | None, ...]:
+    ndim = len(shapes[0])
+    out: list[int | None] = []
+    for d in range(ndim):
+        dims = [s[d] for s in shapes]
+        known = {n for n in dims if n is not None and n != 1}
+        if len(known) > 1:
+            raise ShapeMismatchError(
+                f"{op}: incompatible shapes for broadcasting: "
+                f"{', '.join(str(s) for s in shapes)} (dimension {d})"
+            )
+        if known:
+            out.append(known.pop())
+        elif all(n == 1 for n in dims):
+            out.append(1)
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+class Elemwise(Op):
+    """Apply a :class:`ScalarOp` elementwise, with NumPy broadcasting."""
+
+    __props__ = ("scalar_op",)
+
+    def __init__(self, scalar_op: ScalarOp) -> None:
+        self.scalar_op = scalar_op
+
+    def __str__(self) -> str:
+        return str(self.scalar_op)
+
+    def make_node(self, *inputs: Any) -> Apply:
+        nin = self.scalar_op.nin
+        if nin >= 0 and len(inputs) != nin:
+            raise KilnValueError(f"{self}: expected {nin} input(s), got {len(inputs)}")
+        if not inputs:
+            raise KilnValueError(f"{self}: expected at least one input")
+        tensors = [as_tensor(x) for x in inputs]
+        ndim = max(t.ndim for t in tensors)
+        padded = [
+            t if t.ndim == ndim else dimshuffle(t, ("x",) * (ndim - t.ndim) + tuple(range(t.ndim)))
+            for t in tensors
+        ]
+        shape = _static_broadcast([t.type.shape for t in padded], self)
+        dtype = self.scalar_op.output_dtype(*(t.dtype for t in padded))
+        return Apply.create(self, padded, [TensorType(dtype, shape)])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        with np.errstate(all="ignore"):
+            result = self.scalar_op.impl(*inputs)
+        out_type = node.outputs[0].type
+        out = np.asarray(result, dtype=out_type.dtype)
+        for var, value in zip(node.inputs, inputs, strict=True):
+            if value.shape != out.shape:
+                _check_runtime_broadcast(self, var, value.shape, out.shape)
+        outputs[0] = out
+
+    def infer_shape(
+        self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
+    ) -> list[tuple[Variable, ...] | None]:
+        out_shape: list[Variable] = []
+        for d in range(node.outputs[0].type.ndim):
+            dim: Variable = _shape.shape_constant(1)
+            for var, shp in zip(node.inputs, input_shapes, strict=True):
+                if not var.type.broadcastable[d] and shp is not None:
+                    dim = shp[d]
+                    break
+            out_shape.append(dim)
+        return [tuple(out_shape)]
+
+    def L_op(
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        grads = self.scalar_op.grad(inputs, outputs[0], output_grads[0])  # type: ignore[arg-type]
+        result: list[Variable | None] = []
+        for x, g in zip(inputs, grads, strict=True):
+            if g is None or x.type.dtype in DISCRETE_DTYPES:
+                result.append(None)
+            else:
+                result.append(unbroadcast_to(g, x))
+        return result
+
+
+def _check_runtime_broadcast(
+    op: Op, var: Variable, in_shape: tuple[int, ...], out_shape: tuple[int, ...]
+) -> None:
+    static = var.type.shape
+    for d, (i, o) in enumerate(zip(in_shape, out_shape, strict=True)):
+        if i != o and static[d] != 1:
+            raise ShapeMismatchError(
+                f"{op}: input {var!r} has length {i} in dimension {d} but the result has "
+                f"length {o}; kiln broadcasts only dimensions whose static length is 1 "
+                f"(declare shape=(..., 1, ...) or use expand_dims)"
+            )
+
+
+def unbroadcast_to(g: Variable, x: Variable) -> Variable:
+    """Sum ``g`` over the dimensions that ``x`` was broadcast along; cast to x's dtype."""
+    from_tensor = as_tensor(g)
+    xt = x.type
+    assert isinstance(xt, TensorType)
+    if from_tensor.ndim > xt.ndim:
+        from_tensor = _reduce.sum_axes(from_tensor, tuple(range(from_tensor.ndim - xt.ndim)), False)
+    axes = tuple(
+        d
+        for d in range(xt.ndim)
+        if xt.broadcastable[d] and not from_tensor.type.broadcastable[d]
+    )
+    if axes:
+        from_tensor = _reduce.sum_axes(from_tensor, axes, True)
+    if any(
+        gb and not xb
+        for gb, xb in zip(from_tensor.type.broadcastable, xt.broadcastable, strict=True)
+    ):
+        from_tensor = _shape.broadcast_to(from_tensor, _shape.shape_tuple(x))
+    if from_tensor.dtype != xt.dtype:
+        from_tensor = cast(from_tensor, xt.dtype)
+    return from_tensor
+
+
+class DimShuffle(Op):
+    """Reorder dimensions, insert broadcastable ones (``"x"``), drop length-1 ones.
+
+    ``new_order`` lists, for each output dimension, the input dimension it takes or
+    ``"x"`` for a new dimension of length 1. Input dimensions left out must have static
+    length 1.
+    """
+
+    __props__ = ("input_ndim", "new_order")
+
+    def __init__(self, input_ndim: int, new_order: Sequence[int | str]) -> None:
+        self.input_ndim = int(input_ndim)
+        order = tuple(o if o == "x" else int(o) for o in new_order)
+        used = [o for o in order if o != "x"]
+        if len(set(used)) != len(used):
+            raise KilnValueError(f"dimshuffle: repeated dimension in pattern {order}")
+        for o in used:
+            if not 0 <= int(o) < self.input_ndim:
+                raise KilnValueError(
+                    f"dimshuffle: dimension {o} out of range for {self.input_ndim} dims"
+                )
+        self.new_order = order
+        self.drop = tuple(d for d in range(self.input_ndim) if d not in used)
+        self.transposition = tuple(int(o) for o in used)
+        self.augment = tuple(i for i, o in enumerate(order) if o == "x")
+
+    def __str__(self) -> str:
+        return f"DimShuffle{{{','.join(map(str, self.new_order))}}}"
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor(x)
+        if x.ndim != self.input_ndim:
+            raise KilnValueError(f"{self}: expected a {self.input_ndim}-d input, got {x.ndim}-d")
+        for d in self.drop:
+            if x.type.shape[d] != 1:
+                raise KilnValueError(
+                    f"{self}: cannot drop dimension {d} of {x!r} whose static length is "
+                    f"{x.type.shape[d]} (only length-1 dimensions can be dropped)"
+                )
+        shape = tuple(1 if o == "x" else x.type.shape[o] for o in self.new_order)
+        return Apply.create(self, [x], [TensorType(x.dtype, shape)])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        (x,) = inputs
+        res = np.transpose(x, self.transposition + self.drop)
+        outputs[0] = res.reshape(_runtime_shape(res, self))
+
+    def infer_shape(
+        self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
+    ) -> list[tuple[Variable, ...] | None]:
+        (shp,) = input_shapes
+        assert shp is not None
+        return [
+            tuple(_shape.shape_constant(1) if o == "x" else shp[int(o)] for o in self.new_order)
+        ]
+
+    def grad(
+        self, inputs: Sequence[Variable], output_grads: Sequence[Variable]
+    ) -> list[Variable | None]:
+        (x,) = inputs
+        (g,) = output_grads
+        if x.type.dtype in DISCRETE_DTYPES:  # type: ignore[attr-defined]
+            return [None]
+        # Drop the inserted dims, undo the transposition, re-insert the dropped ones.
+        kept = [i for i, o in enumerate(self.new_order) if o != "x"]
+        g2 = dimshuffle(g, kept) if len(kept) != len(self.new_order) else g
+        inverse: list[int | str] = []
+        for d in range(self.input_ndim):
+            inverse.append("x" if d in self.drop else self.transposition.index(d))
+        return [dimshuffle(g2, inverse)]
+
+
+def _runtime_shape(res: np.ndarray, op: DimShuffle) -> tuple[int, ...]:
+    kept = iter(res.shape[: len(op.transposition)])
+    return tuple(1 if o == "x" else next(kept) for o in op.new_order)
+
+
+def dimshuffle(x: Any, pattern: Sequence[int | str]) -> TensorVariable:
+    """Return ``x`` with dimensions reordered, ``"x"`` inserted, length-1 ones dropped.
+
+    Examples
+    --------
+    >>> dimshuffle(matrix, (1, "x", 0))  # doctest: +SKIP
+    """
+    x = as_tensor(x)
+    pattern = tuple(pattern)
+    if pattern == tuple(range(x.ndim)):
+        return x
+    return DimShuffle(x.ndim, pattern)(x)
+
+
+class Cast(ScalarOp):
+    """Convert to ``dtype``."""
+
+    __props__ = ("dtype",)
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = normalize_dtype(dtype)
+
+    def output_dtype(self, *dtypes: str) -> str:
+        return self.dtype
+
+    def impl(self, x: np.ndarray) -> Any:
+        return np.asarray(x).astype(self.dtype)
+
+    def grad(
+        self, inputs: Sequence[TensorVariable], output: TensorVariable, gout: TensorVariable
+    ) -> list[Variable | None]:
+        (x,) = inputs
+        if x.dtype in DISCRETE_DTYPES or self.dtype in DISCRETE_DTYPES:
+            return [None]
+        return [cast(gout, x.dtype)]
+
+
+def cast(x: Any, dtype: Any) -> TensorVariable:
+    """Return ``x`` converted to ``dtype`` (no-op when it already has it)."""
+    x = as_tensor(x)
+    dtype = normalize_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if x.owner is None and hasattr(x, "data"):
+        return constant(np.asarray(x.data).astype(dtype))  # type: ignore[attr-defined]
+    return Elemwise(Cast(dtype))(x)
+
+
+# Gradient and shape rules above call into the reduction and shape families, which in
+# turn build Elemwise nodes; importing them last lets either side load first.
+from kiln_graph import _reduce, _shape  # noqa: E402

@@ -1,0 +1,523 @@
+"""Scalar ops with their NumPy implementation and gradient, and the elementwise functions.
+
+Each scalar op is declared in one row: name, NumPy/SciPy implementation, number of
+inputs, output-dtype rule and gradient rule. The gradient rule receives the tensor
+inputs, the output and the output gradient of the Elemwise node, and returns one
+gradient (or ``None``) per input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.special as sp
+
+from kiln_graph import _shape
+from kiln_graph._basic import as_tensor, constant
+from kiln_graph._elemwise import (
+    Cast,
+    Elemwise,
+    ScalarOp,
+    bool_out,
+    cast,
+    upcast,
+    upgrade_to_float,
+)
+from kiln_graph._node import TensorVariable, Variable
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_SQRT_PI = math.sqrt(math.pi)
+
+GradRule = Callable[[list[TensorVariable], TensorVariable, TensorVariable], list[Any]]
+
+
+def _log1mexp(x: np.ndarray) -> np.ndarray:
+    # log(1 - exp(x)) for x <= 0, accurate on both sides of -log(2) (Maechler 2012).
+    x = np.asarray(x)
+    return np.where(x < -_LN2, np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
+
+
+def _round_half_to_even(x: np.ndarray) -> np.ndarray:
+    return np.round(x)
+
+
+def _switch(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.where(c, a, b)
+
+
+def _sum_of(*xs: np.ndarray) -> np.ndarray:
+    out = xs[0]
+    for x in xs[1:]:
+        out = out + x
+    return out
+
+
+def _prod_of(*xs: np.ndarray) -> np.ndarray:
+    out = xs[0]
+    for x in xs[1:]:
+        out = out * x
+    return out
+
+
+def _declare(
+    name: str,
+    nfunc: Callable[..., Any],
+    nin: int,
+    dtype_rule: Callable[..., str],
+    grad: GradRule | None,
+    doc: str,
+) -> type[ScalarOp]:
+    def grad_method(self: ScalarOp, inputs: Any, output: Any, gout: Any) -> list[Any]:
+        if grad is None:
+            return [None] * len(inputs)
+        return grad(list(inputs), output, gout)
+
+    cls = type(
+        name,
+        (ScalarOp,),
+        {
+            "nin": nin,
+            "nfunc": staticmethod(nfunc),
+            "dtype_rule": staticmethod(dtype_rule),
+            "grad": grad_method,
+            "__doc__": doc,
+            "__module__": __name__,
+            "__qualname__": name,
+        },
+    )
+    return cls
+
+
+def _float_dtype(x: TensorVariable) -> str:
+    return x.dtype if x.dtype.startswith("float") else "float64"
+
+
+# --- scalar op table -------------------------------------------------------------------
+# Gradient rules use the elementwise functions defined below (resolved at call time).
+
+Add = _declare("Add", _sum_of, -1, upcast, lambda xs, o, g: [g] * len(xs), "x + y + ...")
+Sub = _declare("Sub", np.subtract, 2, upcast, lambda xs, o, g: [g, neg(g)], "x - y")
+Mul = _declare(
+    "Mul",
+    _prod_of,
+    -1,
+    upcast,
+    lambda xs, o, g: [
+        mul(g, *[x for j, x in enumerate(xs) if j != i]) if len(xs) > 1 else g
+        for i in range(len(xs))
+    ],
+    "x * y * ...",
+)
+TrueDivide = _declare(
+    "TrueDivide",
+    np.true_divide,
+    2,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(g, xs[1]), neg(true_divide(mul(g, o), xs[1]))],
+    "x / y",
+)
+FloorDivide = _declare(
+    "FloorDivide",
+    np.floor_divide,
+    2,
+    upcast,
+    lambda xs, o, g: [_shape.zeros_like(xs[0]), _shape.zeros_like(xs[1])],
+    "x // y",
+)
+Mod = _declare(
+    "Mod",
+    np.mod,
+    2,
+    upcast,
+    lambda xs, o, g: [g, neg(mul(g, floor_divide(xs[0], xs[1])))],
+    "x % y (sign of y, as NumPy)",
+)
+Pow = _declare(
+    "Pow",
+    np.power,
+    2,
+    upcast,
+    lambda xs, o, g: [
+        mul(g, xs[1], pow(xs[0], sub(xs[1], 1))),
+        mul(g, o, log(xs[0])),
+    ],
+    "x ** y",
+)
+Maximum = _declare(
+    "Maximum",
+    np.maximum,
+    2,
+    upcast,
+    lambda xs, o, g: [
+        mul(g, cast(ge(xs[0], xs[1]), g.dtype)),
+        mul(g, cast(lt(xs[0], xs[1]), g.dtype)),
+    ],
+    "elementwise maximum",
+)
+Minimum = _declare(
+    "Minimum",
+    np.minimum,
+    2,
+    upcast,
+    lambda xs, o, g: [
+        mul(g, cast(le(xs[0], xs[1]), g.dtype)),
+        mul(g, cast(gt(xs[0], xs[1]), g.dtype)),
+    ],
+    "elementwise minimum",
+)
+EQ = _declare("EQ", np.equal, 2, bool_out, None, "x == y")
+NEQ = _declare("NEQ", np.not_equal, 2, bool_out, None, "x != y")
+LT = _declare("LT", np.less, 2, bool_out, None, "x < y")
+LE = _declare("LE", np.less_equal, 2, bool_out, None, "x <= y")
+GT = _declare("GT", np.greater, 2, bool_out, None, "x > y")
+GE = _declare("GE", np.greater_equal, 2, bool_out, None, "x >= y")
+AND = _declare("AND", np.logical_and, 2, bool_out, None, "logical and")
+OR = _declare("OR", np.logical_or, 2, bool_out, None, "logical or")
+NOT = _declare("NOT", np.logical_not, 1, bool_out, None, "logical not")
+IsNan = _declare("IsNan", np.isnan, 1, bool_out, None, "x is NaN")
+IsInf = _declare("IsInf", np.isinf, 1, bool_out, None, "x is +-inf")
+
+Neg = _declare("Neg", np.negative, 1, upcast, lambda xs, o, g: [neg(g)], "-x")
+Abs = _declare("Abs", np.abs, 1, upcast, lambda xs, o, g: [mul(g, sign(xs[0]))], "|x|")
+Sign = _declare(
+    "Sign", np.sign, 1, upcast, lambda xs, o, g: [_shape.zeros_like(xs[0])], "sign of x"
+)
+Exp = _declare("Exp", np.exp, 1, upgrade_to_float, lambda xs, o, g: [mul(g, o)], "e ** x")
+Exp2 = _declare(
+    "Exp2", np.exp2, 1, upgrade_to_float, lambda xs, o, g: [mul(g, o, _LN2)], "2 ** x"
+)
+Expm1 = _declare(
+    "Expm1", np.expm1, 1, upgrade_to_float, lambda xs, o, g: [mul(g, add(o, 1))], "exp(x) - 1"
+)
+Log = _declare(
+    "Log", np.log, 1, upgrade_to_float, lambda xs, o, g: [true_divide(g, xs[0])], "log(x)"
+)
+Log2 = _declare(
+    "Log2",
+    np.log2,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(g, mul(xs[0], _LN2))],
+    "log2(x)",
+)
+Log10 = _declare(
+    "Log10",
+    np.log10,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(g, mul(xs[0], _LN10))],
+    "log10(x)",
+)
+Log1p = _declare(
+    "Log1p",
+    np.log1p,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(g, add(xs[0], 1))],
+    "log(1 + x)",
+)
+Sqrt = _declare(
+    "Sqrt",
+    np.sqrt,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(mul(g, 0.5), o)],
+    "square root",
+)
+Square = _declare(
+    "Square", np.square, 1, upcast, lambda xs, o, g: [mul(g, 2, xs[0])], "x ** 2"
+)
+Reciprocal = _declare(
+    "Reciprocal",
+    np.reciprocal,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [neg(mul(g, square(o)))],
+    "1 / x",
+)
+Sigmoid = _declare(
+    "Sigmoid",
+    sp.expit,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, o, sub(1, o))],
+    "1 / (1 + exp(-x))",
+)
+Softplus = _declare(
+    "Softplus",
+    lambda x: np.logaddexp(0, x),
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, sigmoid(xs[0]))],
+    "log(1 + exp(x))",
+)
+Log1mexp = _declare(
+    "Log1mexp",
+    _log1mexp,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [neg(true_divide(g, expm1(neg(xs[0]))))],
+    "log(1 - exp(x)) for x <= 0",
+)
+Logit = _declare(
+    "Logit",
+    sp.logit,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(g, mul(xs[0], sub(1, xs[0])))],
+    "log(x / (1 - x))",
+)
+Tanh = _declare(
+    "Tanh", np.tanh, 1, upgrade_to_float, lambda xs, o, g: [mul(g, sub(1, square(o)))], "tanh"
+)
+Sinh = _declare("Sinh", np.sinh, 1, upgrade_to_float, lambda xs, o, g: [mul(g, cosh(xs[0]))], "")
+Cosh = _declare("Cosh", np.cosh, 1, upgrade_to_float, lambda xs, o, g: [mul(g, sinh(xs[0]))], "")
+Arcsinh = _declare(
+    "Arcsinh",
+    np.arcsinh,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(g, sqrt(add(square(xs[0]), 1)))],
+    "inverse hyperbolic sine",
+)
+Sin = _declare("Sin", np.sin, 1, upgrade_to_float, lambda xs, o, g: [mul(g, cos(xs[0]))], "sine")
+Cos = _declare(
+    "Cos", np.cos, 1, upgrade_to_float, lambda xs, o, g: [neg(mul(g, sin(xs[0])))], "cosine"
+)
+Tan = _declare(
+    "Tan", np.tan, 1, upgrade_to_float, lambda xs, o, g: [mul(g, add(1, square(o)))], "tangent"
+)
+Arctan = _declare(
+    "Arctan",
+    np.arctan,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [true_divide(g, add(1, square(xs[0])))],
+    "inverse tangent",
+)
+Erf = _declare(
+    "Erf",
+    sp.erf,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, 2 / _SQRT_PI, exp(neg(square(xs[0]))))],
+    "error function",
+)
+Erfc = _declare(
+    "Erfc",
+    sp.erfc,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, -2 / _SQRT_PI, exp(neg(square(xs[0]))))],
+    "1 - erf(x)",
+)
+Erfcx = _declare(
+    "Erfcx",
+    sp.erfcx,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, sub(mul(2, xs[0], o), 2 / _SQRT_PI))],
+    "exp(x**2) * erfc(x)",
+)
+Erfinv = _declare(
+    "Erfinv",
+    sp.erfinv,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, _SQRT_PI / 2, exp(square(o)))],
+    "inverse error function",
+)
+Gammaln = _declare(
+    "Gammaln",
+    sp.gammaln,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, digamma(xs[0]))],
+    "log |Gamma(x)|",
+)
+Digamma = _declare(
+    "Digamma",
+    sp.digamma,
+    1,
+    upgrade_to_float,
+    lambda xs, o, g: [mul(g, polygamma(1, xs[0]))],
+    "d/dx log Gamma(x)",
+)
+Polygamma = _declare(
+    "Polygamma",
+    lambda n, x: sp.polygamma(n, x),
+    2,
+    lambda n, x: upgrade_to_float(x),
+    lambda xs, o, g: [None, mul(g, polygamma(add(xs[0], 1), xs[1]))],
+    "n-th derivative of digamma",
+)
+Betaln = _declare(
+    "Betaln",
+    sp.betaln,
+    2,
+    upgrade_to_float,
+    lambda xs, o, g: [
+        mul(g, sub(digamma(xs[0]), digamma(add(xs[0], xs[1])))),
+        mul(g, sub(digamma(xs[1]), digamma(add(xs[0], xs[1])))),
+    ],
+    "log |B(a, b)|",
+)
+Floor = _declare(
+    "Floor", np.floor, 1, upcast, lambda xs, o, g: [_shape.zeros_like(xs[0])], "floor"
+)
+Ceil = _declare("Ceil", np.ceil, 1, upcast, lambda xs, o, g: [_shape.zeros_like(xs[0])], "ceil")
+Round = _declare(
+    "Round",
+    _round_half_to_even,
+    1,
+    upcast,
+    lambda xs, o, g: [_shape.zeros_like(xs[0])],
+    "round half to even",
+)
+Switch = _declare(
+    "Switch",
+    _switch,
+    3,
+    lambda c, a, b: upcast(a, b),
+    lambda xs, o, g: [
+        None,
+        switch(xs[0], g, _shape.zeros_like(g)),
+        switch(xs[0], _shape.zeros_like(g), g),
+    ],
+    "a where cond else b",
+)
+Clip = _declare(
+    "Clip",
+    np.clip,
+    3,
+    upcast,
+    lambda xs, o, g: [
+        mul(g, cast(logical_and(ge(xs[0], xs[1]), le(xs[0], xs[2])), g.dtype)),
+        mul(g, cast(lt(xs[0], xs[1]), g.dtype)),
+        mul(g, cast(gt(xs[0], xs[2]), g.dtype)),
+    ],
+    "x limited to [lo, hi]",
+)
+
+# --- elementwise functions ---------------------------------------------------------------
+
+
+def _weak_constants(args: tuple[Any, ...]) -> list[TensorVariable]:
+    """Turn Python scalars into constants of the dtype NumPy 2 would give them (NEP 50).
+
+    ``x_float32 * 2.0`` stays float32; ``x_int32 + 1.5`` becomes float64.
+    """
+    tensors = [a for a in args if isinstance(a, Variable)]
+    dtypes = [as_tensor(t).dtype for t in tensors]
+    out = []
+    for a in args:
+        if isinstance(a, Variable):
+            out.append(as_tensor(a))
+        elif isinstance(a, bool | int | float) and dtypes:
+            try:
+                dt = np.result_type(*dtypes, a)
+                value = np.asarray(a).astype(dt)
+                if value != a:
+                    raise OverflowError
+            except (OverflowError, TypeError):
+                dt = np.asarray(a).dtype
+            out.append(constant(a, dtype=dt))
+        else:
+            out.append(as_tensor(a))
+    return out
+
+
+def _elemwise_function(op_class: type[ScalarOp], name: str, doc: str) -> Callable[..., Any]:
+    op = Elemwise(op_class())
+
+    def fn(*args: Any) -> TensorVariable:
+        return op(*_weak_constants(args))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {doc or name}, with NumPy broadcasting."
+    return fn
+
+
+add = _elemwise_function(Add, "add", "x + y + ...")
+sub = _elemwise_function(Sub, "sub", "x - y")
+mul = _elemwise_function(Mul, "mul", "x * y * ...")
+true_divide = _elemwise_function(TrueDivide, "true_divide", "x / y")
+floor_divide = _elemwise_function(FloorDivide, "floor_divide", "x // y")
+mod = _elemwise_function(Mod, "mod", "x % y")
+pow = _elemwise_function(Pow, "pow", "x ** y")  # noqa: A001
+maximum = _elemwise_function(Maximum, "maximum", "maximum")
+minimum = _elemwise_function(Minimum, "minimum", "minimum")
+eq = _elemwise_function(EQ, "eq", "x == y")
+neq = _elemwise_function(NEQ, "neq", "x != y")
+lt = _elemwise_function(LT, "lt", "x < y")
+le = _elemwise_function(LE, "le", "x <= y")
+gt = _elemwise_function(GT, "gt", "x > y")
+ge = _elemwise_function(GE, "ge", "x >= y")
+logical_and = _elemwise_function(AND, "logical_and", "logical and")
+logical_or = _elemwise_function(OR, "logical_or", "logical or")
+logical_not = _elemwise_function(NOT, "logical_not", "logical not")
+isnan = _elemwise_function(IsNan, "isnan", "test for NaN")
+isinf = _elemwise_function(IsInf, "isinf", "test for +-inf")
+neg = _elemwise_function(Neg, "neg", "-x")
+abs = _elemwise_function(Abs, "abs", "absolute value")  # noqa: A001
+sign = _elemwise_function(Sign, "sign", "sign")
+exp = _elemwise_function(Exp, "exp", "exp(x)")
+exp2 = _elemwise_function(Exp2, "exp2", "2 ** x")
+expm1 = _elemwise_function(Expm1, "expm1", "exp(x) - 1")
+log = _elemwise_function(Log, "log", "natural logarithm")
+log2 = _elemwise_function(Log2, "log2", "base-2 logarithm")
+log10 = _elemwise_function(Log10, "log10", "base-10 logarithm")
+log1p = _elemwise_function(Log1p, "log1p", "log(1 + x)")
+sqrt = _elemwise_function(Sqrt, "sqrt", "square root")
+square = _elemwise_function(Square, "square", "x ** 2")
+reciprocal = _elemwise_function(Reciprocal, "reciprocal", "1 / x")
+sigmoid = _elemwise_function(Sigmoid, "sigmoid", "logistic sigmoid 1 / (1 + exp(-x))")
+softplus = _elemwise_function(Softplus, "softplus", "log(1 + exp(x))")
+log1mexp = _elemwise_function(Log1mexp, "log1mexp", "log(1 - exp(x)) for x <= 0")
+logit = _elemwise_function(Logit, "logit", "log(x / (1 - x))")
+tanh = _elemwise_function(Tanh, "tanh", "hyperbolic tangent")
+sinh = _elemwise_function(Sinh, "sinh", "hyperbolic sine")
+cosh = _elemwise_function(Cosh, "cosh", "hyperbolic cosine")
+arcsinh = _elemwise_function(Arcsinh, "arcsinh", "inverse hyperbolic sine")
+sin = _elemwise_function(Sin, "sin", "sine")
+cos = _elemwise_function(Cos, "cos", "cosine")
+tan = _elemwise_function(Tan, "tan", "tangent")
+arctan = _elemwise_function(Arctan, "arctan", "inverse tangent")
+erf = _elemwise_function(Erf, "erf", "error function")
+erfc = _elemwise_function(Erfc, "erfc", "complementary error function")
+erfcx = _elemwise_function(Erfcx, "erfcx", "scaled complementary error function")
+erfinv = _elemwise_function(Erfinv, "erfinv", "inverse error function")
+gammaln = _elemwise_function(Gammaln, "gammaln", "log |Gamma(x)|")
+digamma = _elemwise_function(Digamma, "digamma", "digamma function")
+polygamma = _elemwise_function(Polygamma, "polygamma", "polygamma(n, x)")
+betaln = _elemwise_function(Betaln, "betaln", "log |B(a, b)|")
+floor = _elemwise_function(Floor, "floor", "floor")
+ceil = _elemwise_function(Ceil, "ceil", "ceiling")
+round = _elemwise_function(Round, "round", "round half to even")  # noqa: A001
+_switch_fn = _elemwise_function(Switch, "switch", "a where cond else b")
+_clip_fn = _elemwise_function(Clip, "clip", "clip")
+
+
+def switch(cond: Any, a: Any, b: Any) -> TensorVariable:
+    """Elementwise ``a`` where ``cond`` is true, else ``b`` (NumPy's ``where``)."""
+    c = as_tensor(cond)
+    if c.dtype != "bool":
+        c = neq(c, 0)
+    return _switch_fn(c, a, b)
+
+
+where = switch
+
+
+def clip(x: Any, lo: Any, hi: Any) -> TensorVariable:
+    """Elementwise ``x`` limited to ``[lo, hi]``."""
+    return _clip_fn(x, lo, hi)
+
+
+__all_scalar_ops__ = [
+    obj for obj in list(globals().values()) if isinstance(obj, type) and issubclass(obj, ScalarOp)
+] + [Cast]

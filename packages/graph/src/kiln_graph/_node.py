@@ -1,0 +1,493 @@
+"""The IR: immutable, interned variables, constants, applications and Ops.
+
+Building the same expression twice yields the same :class:`Apply` node (hash-consing),
+so equality of expressions is identity and common subexpressions are shared as they
+are built. Each node has a structural :attr:`digest` that is identical across
+processes for the same expression.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import weakref
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kiln_graph._digest import encode
+from kiln_graph._errors import KilnTypeError
+from kiln_graph._types import RandomGeneratorType, TensorType, Type
+
+# The tensor functions behind Python operators (``x + y`` -> ``add(x, y)``); filled once
+# by ``kiln_graph/__init__.py`` through :func:`install_tensor_operators`.
+_ops = SimpleNamespace()
+
+
+def install_tensor_operators(namespace: Any) -> None:
+    """Bind the functions that implement ``+``, ``*``, ``x[i]``, ... on tensor variables."""
+    _ops.__dict__.update({k: getattr(namespace, k) for k in dir(namespace) if k[0] != "_"})
+
+
+def _hash_bytes(*parts: bytes) -> bytes:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.digest()
+
+
+class Variable:
+    """A symbolic value of a :class:`Type`: a graph input, a constant or an Op output.
+
+    ``owner`` is the :class:`Apply` node that computes it (``None`` for roots) and
+    ``index`` its position among that node's outputs. ``name`` is a label for printing
+    and error messages; it is not part of the structure.
+    """
+
+    __slots__ = ("type", "owner", "index", "name", "_digest", "__weakref__")
+    _counter: ClassVar[itertools.count[int]] = itertools.count()
+
+    def __init__(
+        self,
+        type: Type,
+        owner: Apply | None = None,
+        index: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(type, Type):
+            raise KilnTypeError(f"type: expected a kiln Type, got {type!r}")
+        self.type = type
+        self.owner = owner
+        self.index = index
+        self.name = name
+        self._digest: bytes | None = None
+
+    @property
+    def digest(self) -> str:
+        """Structural digest (hex): equal for equal expressions, in any process."""
+        return self.digest_bytes.hex()
+
+    @property
+    def digest_bytes(self) -> bytes:
+        """Structural digest as raw bytes."""
+        if self._digest is None:
+            if self.owner is not None:
+                self._digest = _hash_bytes(
+                    b"out", self.owner.digest_bytes, str(self.index).encode()
+                )
+            else:
+                self._digest = self._root_digest()
+        return self._digest
+
+    def _root_digest(self) -> bytes:
+        return _hash_bytes(
+            b"input", encode(self.type.key()), type(self).__name__.encode(), encode(self.name)
+        )
+
+    def __repr__(self) -> str:
+        if self.name:
+            return self.name
+        if self.owner is not None:
+            op = str(self.owner.op)
+            return op if len(self.owner.outputs) == 1 else f"{op}.{self.index}"
+        return f"<{type(self).__name__} {self.type}>"
+
+    def __bool__(self) -> bool:
+        raise KilnTypeError(
+            "A symbolic variable has no truth value; use kt.switch / kt.where or compare "
+            "values after compiling"
+        )
+
+
+class TensorVariable(Variable):
+    """A :class:`Variable` of :class:`TensorType`, with NumPy-like operators and methods."""
+
+    __slots__ = ()
+    type: TensorType
+
+    @property
+    def dtype(self) -> str:
+        """The dtype name."""
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return self.type.ndim
+
+    @property
+    def shape(self) -> Any:
+        """The symbolic shape (an int64 vector variable)."""
+        return _ops.shape(self)
+
+    @property
+    def T(self) -> TensorVariable:  # noqa: N802
+        """The transpose (axes reversed)."""
+        return _ops.transpose(self)
+
+    def __add__(self, other: Any) -> Any:
+        return _ops.add(self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return _ops.add(other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return _ops.sub(other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return _ops.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return _ops.true_divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _ops.true_divide(other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return _ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _ops.floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return _ops.mod(self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return _ops.mod(other, self)
+
+    def __pow__(self, other: Any) -> Any:
+        return _ops.pow(self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _ops.pow(other, self)
+
+    def __matmul__(self, other: Any) -> Any:
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return _ops.matmul(other, self)
+
+    def __neg__(self) -> Any:
+        return _ops.neg(self)
+
+    def __pos__(self) -> Any:
+        return self
+
+    def __abs__(self) -> Any:
+        return _ops.abs(self)
+
+    def __invert__(self) -> Any:
+        return _ops.logical_not(self)
+
+    def __and__(self, other: Any) -> Any:
+        return _ops.logical_and(self, other)
+
+    def __or__(self, other: Any) -> Any:
+        return _ops.logical_or(self, other)
+
+    def __lt__(self, other: Any) -> Any:
+        return _ops.lt(self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return _ops.le(self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return _ops.gt(self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return _ops.ge(self, other)
+
+    # ``==`` and ``hash`` stay identity-based (nodes are interned); use kt.eq for values.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __getitem__(self, index: Any) -> Any:
+        return _ops.getitem(self, index)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise KilnTypeError("len() of a 0-d tensor")
+        n = self.type.shape[0]
+        if n is None:
+            raise KilnTypeError(
+                "len() needs a static length; this variable's first dimension is unknown "
+                "(use x.shape[0] for a symbolic length)"
+            )
+        return n
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self[i]
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Sum over ``axis`` (see :func:`kiln_graph.tensor.sum`)."""
+        return _ops.sum(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Product over ``axis``."""
+        return _ops.prod(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Mean over ``axis``."""
+        return _ops.mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Maximum over ``axis``."""
+        return _ops.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Minimum over ``axis``."""
+        return _ops.min(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: Any) -> Any:
+        """Reshape to ``shape``."""
+        if len(shape) == 1 and not isinstance(shape[0], int | np.integer):
+            shape = shape[0]
+        return _ops.reshape(self, shape)
+
+    def dimshuffle(self, *pattern: Any) -> Any:
+        """Permute / insert broadcastable (``"x"``) / drop length-1 dimensions."""
+        if len(pattern) == 1 and isinstance(pattern[0], list | tuple):
+            pattern = tuple(pattern[0])
+        return _ops.dimshuffle(self, pattern)
+
+    def astype(self, dtype: Any) -> Any:
+        """Cast to ``dtype``."""
+        return _ops.cast(self, dtype)
+
+    def flatten(self) -> Any:
+        """Flatten to one dimension."""
+        return _ops.flatten(self)
+
+
+class Constant(TensorVariable):
+    """A constant tensor. Constants are interned by dtype, shape and bytes."""
+
+    __slots__ = ("data",)
+    _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], Constant]] = (
+        weakref.WeakValueDictionary()
+    )
+
+    def __init__(self, type: TensorType, data: np.ndarray, digest: bytes) -> None:
+        super().__init__(type)
+        self.data = data
+        self._digest = digest
+
+    @classmethod
+    def create(cls, data: Any, dtype: Any = None) -> Constant:
+        """Return the interned constant holding ``data`` (converted to ``dtype``)."""
+        arr = np.array(data, dtype=dtype, copy=True, order="C")
+        ttype = TensorType(arr.dtype, arr.shape)
+        arr.flags.writeable = False
+        digest = _hash_bytes(b"const", encode(ttype.key()), arr.tobytes())
+        key = (ttype, digest)
+        found = cls._table.get(key)
+        if found is not None:
+            return found
+        const = cls(ttype, arr, digest)
+        cls._table[key] = const
+        return const
+
+    def __repr__(self) -> str:
+        if self.name:
+            return self.name
+        if self.data.size <= 6:
+            return f"{np.array2string(self.data, separator=', ')}".replace("\n", "")
+        return f"Constant{{{self.type.dtype}, shape={self.data.shape}}}"
+
+
+class SharedVariable(Variable):
+    """A variable whose value lives outside the graph and persists across calls.
+
+    Compiled functions read it as an implicit input and may write it through
+    ``updates``. Use :meth:`get_value` / :meth:`set_value` to read and change it.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, type: Type, value: Any, name: str | None = None) -> None:
+        super().__init__(type, name=name)
+        self._value = type.filter(value, name=name or "value")
+
+    def get_value(self, borrow: bool = False) -> Any:
+        """Return the current value (a copy unless ``borrow=True``)."""
+        if borrow or isinstance(self.type, RandomGeneratorType):
+            return self._value
+        return np.array(self._value, copy=True)
+
+    def set_value(self, value: Any, borrow: bool = False) -> None:
+        """Replace the value; it must fit this variable's type."""
+        value = self.type.filter(value, name=self.name or "value")
+        if not borrow and isinstance(value, np.ndarray):
+            value = np.array(value, copy=True)
+        self._value = value
+
+
+class TensorSharedVariable(SharedVariable, TensorVariable):
+    """A shared variable holding an array; supports tensor operators."""
+
+    __slots__ = ()
+
+
+def variable_for(type: Type, owner: Apply | None, index: int | None) -> Variable:
+    """Create the output variable class that matches ``type``."""
+    if isinstance(type, TensorType):
+        return TensorVariable(type, owner, index)
+    return Variable(type, owner, index)
+
+
+class Apply:
+    """One application of an Op to input variables. Interned and immutable."""
+
+    __slots__ = ("op", "inputs", "outputs", "_digest", "__weakref__")
+    _table: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], Apply]] = (
+        weakref.WeakValueDictionary()
+    )
+
+    def __init__(self, op: Op, inputs: tuple[Variable, ...], output_types: Sequence[Type]):
+        self.op = op
+        self.inputs = inputs
+        self.outputs = tuple(variable_for(t, self, i) for i, t in enumerate(output_types))
+        self._digest: bytes | None = None
+
+    @classmethod
+    def create(cls, op: Op, inputs: Sequence[Variable], output_types: Sequence[Type]) -> Apply:
+        """Return the unique node applying ``op`` to ``inputs``."""
+        inputs = tuple(inputs)
+        for i, var in enumerate(inputs):
+            if not isinstance(var, Variable):
+                raise KilnTypeError(f"{op}: input {i} is not a Variable: {var!r}")
+        key = (op, inputs)
+        node = cls._table.get(key)
+        if node is None:
+            node = cls(op, inputs, output_types)
+            cls._table[key] = node
+        return node
+
+    @property
+    def digest_bytes(self) -> bytes:
+        """Structural digest of this application (raw bytes)."""
+        if self._digest is None:
+            self._digest = _hash_bytes(
+                b"apply", self.op.digest_bytes, *[i.digest_bytes for i in self.inputs]
+            )
+        return self._digest
+
+    @property
+    def out(self) -> Variable:
+        """The single output (error if the node has several)."""
+        if len(self.outputs) != 1:
+            raise KilnTypeError(f"{self.op} has {len(self.outputs)} outputs; use .outputs")
+        return self.outputs[0]
+
+    def __repr__(self) -> str:
+        return f"{self.op}({', '.join(map(repr, self.inputs))})"
+
+
+class Props:
+    """Immutable objects compared and hashed by the attributes named in ``__props__``."""
+
+    __props__: ClassVar[tuple[str, ...]] = ()
+
+    def _props(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, p) for p in self.__props__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._props() == other._props()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        try:
+            return self.__dict__["_cached_hash"]
+        except KeyError:
+            h = hash((type(self), self._props()))
+            self.__dict__["_cached_hash"] = h
+            return h
+
+    @property
+    def digest_bytes(self) -> bytes:
+        """Structural digest of the class and props."""
+        try:
+            return self.__dict__["_cached_digest"]
+        except KeyError:
+            d = _hash_bytes(
+                f"{type(self).__module__}.{type(self).__qualname__}".encode(),
+                encode(self._props()),
+            )
+            self.__dict__["_cached_digest"] = d
+            return d
+
+    def __str__(self) -> str:
+        props = self._props()
+        if not props:
+            return type(self).__name__
+        return f"{type(self).__name__}{{{', '.join(map(_short, props))}}}"
+
+    __repr__ = __str__
+
+
+class Op(Props):
+    """An operation on variables.
+
+    Subclasses set ``__props__`` (names of the attributes that define equality) and
+    implement :meth:`make_node` (type checks, output types), :meth:`perform` (NumPy
+    reference), :meth:`L_op` (gradient) and :meth:`infer_shape`.
+    """
+
+    #: Index of the output returned by ``op(...)``; ``None`` returns all outputs.
+    default_output: ClassVar[int | None] = None
+
+    def make_node(self, *inputs: Any) -> Apply:
+        """Check the inputs and return the (interned) :class:`Apply` node."""
+        raise NotImplementedError
+
+    def __call__(self, *inputs: Any) -> Any:
+        node = self.make_node(*inputs)
+        if len(node.outputs) == 1:
+            return node.outputs[0]
+        if self.default_output is not None:
+            return node.outputs[self.default_output]
+        return list(node.outputs)
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        """Compute the outputs with NumPy: assign ``outputs[i]`` for each output."""
+        raise NotImplementedError(f"{type(self).__name__} has no perform")
+
+    def L_op(  # noqa: N802
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        """Return the gradient of a scalar cost w.r.t. each input (``None``: zero).
+
+        ``output_grads[i]`` is the gradient of the cost w.r.t. ``outputs[i]``.
+        """
+        from_grad = self.grad(inputs, output_grads)
+        return from_grad
+
+    def grad(
+        self, inputs: Sequence[Variable], output_grads: Sequence[Variable]
+    ) -> list[Variable | None]:
+        """Gradient rule for Ops that do not need their outputs (see :meth:`L_op`)."""
+        raise NotImplementedError(f"{self} has no gradient")
+
+    def infer_shape(
+        self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
+    ) -> list[tuple[Variable, ...] | None]:
+        """Return each output's shape as a tuple of int64 scalar variables."""
+        raise NotImplementedError(f"{type(self).__name__} has no infer_shape")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(_short, value)) + ")"
+    return str(value)

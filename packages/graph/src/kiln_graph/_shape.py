@@ -1,0 +1,398 @@
+"""Shape Ops: reading shapes, building shape vectors, reshape and broadcast/alloc.
+
+Symbolic shapes are tuples of int64 scalar variables: a constant where the static
+length is known, ``ShapeI(i)(x)`` otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kiln_graph import _elemwise, _subtensor
+from kiln_graph._basic import as_tensor, constant
+from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
+from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable
+from kiln_graph._types import DISCRETE_DTYPES, INTEGER_DTYPES, TensorType
+
+
+def shape_constant(n: int) -> Constant:
+    """An int64 scalar constant, the element type of symbolic shapes."""
+    return constant(np.int64(n))
+
+
+class Shape(Op):
+    """The shape of a tensor as an int64 vector."""
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor(x)
+        return Apply.create(self, [x], [TensorType("int64", (x.ndim,))])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = np.array(inputs[0].shape, dtype="int64")
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [(shape_constant(node.inputs[0].type.ndim),)]  # type: ignore[attr-defined]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        return [None]
+
+
+class ShapeI(Op):
+    """The length of dimension ``i`` as an int64 scalar."""
+
+    __props__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = int(i)
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor(x)
+        if not 0 <= self.i < x.ndim:
+            raise KilnValueError(f"shape_i: dimension {self.i} out of range for {x.ndim}-d {x!r}")
+        return Apply.create(self, [x], [TensorType("int64", ())])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = np.array(inputs[0].shape[self.i], dtype="int64")
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [()]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        return [None]
+
+
+def shape(x: Any) -> TensorVariable:
+    """The shape of ``x`` as a symbolic int64 vector (a constant when fully static)."""
+    x = as_tensor(x)
+    if None not in x.type.shape:
+        return constant(np.array(x.type.shape, dtype="int64"))
+    return Shape()(x)
+
+
+def shape_i(x: Any, i: int) -> TensorVariable:
+    """The length of dimension ``i`` of ``x``: a constant when static."""
+    x = as_tensor(x)
+    n = x.type.shape[i]
+    return shape_constant(n) if n is not None else ShapeI(i % max(x.ndim, 1))(x)
+
+
+def shape_tuple(x: Any) -> tuple[TensorVariable, ...]:
+    """The shape of ``x`` as a tuple of int64 scalar variables."""
+    x = as_tensor(x)
+    return tuple(shape_i(x, i) for i in range(x.ndim))
+
+
+class MakeVector(Op):
+    """Stack scalars into a vector of ``dtype``."""
+
+    __props__ = ("dtype",)
+
+    def __init__(self, dtype: str = "int64") -> None:
+        self.dtype = dtype
+
+    def make_node(self, *scalars: Any) -> Apply:
+        xs = [as_tensor(s) for s in scalars]
+        for s in xs:
+            if s.ndim != 0:
+                raise KilnTypeError(f"{self}: expected scalars, got a {s.ndim}-d {s!r}")
+        xs = [_elemwise.cast(s, self.dtype) for s in xs]
+        return Apply.create(self, xs, [TensorType(self.dtype, (len(xs),))])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = np.array(inputs, dtype=self.dtype)
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [(shape_constant(len(node.inputs)),)]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        if self.dtype in DISCRETE_DTYPES:
+            return [None] * len(inputs)
+        (g,) = output_grads
+        return [_subtensor.getitem(g, i) for i in range(len(inputs))]
+
+
+def as_shape_vector(shape: Any, argname: str = "shape") -> TensorVariable:
+    """Convert ints, scalar variables or an int vector variable to an int64 shape vector."""
+    if isinstance(shape, Variable):
+        shape_var = as_tensor(shape)
+        if shape_var.ndim == 0:
+            shape = (shape_var,)
+        else:
+            if shape_var.ndim != 1 or shape_var.dtype not in INTEGER_DTYPES:
+                raise KilnTypeError(
+                    f"{argname}: expected an integer vector, got {shape_var.type}"
+                )
+            return _elemwise.cast(shape_var, "int64")
+    if isinstance(shape, int | np.integer):
+        shape = (shape,)
+    try:
+        items = tuple(shape)
+    except TypeError as exc:
+        raise KilnTypeError(f"{argname}: expected a sequence of ints, got {shape!r}") from exc
+    if all(isinstance(s, int | np.integer) for s in items):
+        return constant(np.array(items, dtype="int64").reshape(len(items)))
+    scalars = []
+    for s in items:
+        v = as_tensor(s)
+        if v.ndim != 0 or v.dtype not in INTEGER_DTYPES:
+            raise KilnTypeError(f"{argname}: each entry must be an integer scalar, got {v.type}")
+        scalars.append(v)
+    return MakeVector("int64")(*scalars)
+
+
+def _static_entries(shape_vec: TensorVariable) -> list[int | None]:
+    """Static values of each entry of an int64 shape vector (``None`` if unknown)."""
+    n = shape_vec.type.shape[0]
+    assert n is not None
+    if isinstance(shape_vec, Constant):
+        return [int(v) for v in shape_vec.data]
+    owner = shape_vec.owner
+    if owner is not None and isinstance(owner.op, MakeVector):
+        return [
+            int(s.data) if isinstance(s, Constant) else _static_scalar(s) for s in owner.inputs
+        ]
+    if owner is not None and isinstance(owner.op, Shape):
+        return list(owner.inputs[0].type.shape)  # type: ignore[attr-defined]
+    return [None] * n
+
+
+def _static_scalar(s: Variable) -> int | None:
+    if s.owner is not None and isinstance(s.owner.op, ShapeI):
+        return s.owner.inputs[0].type.shape[s.owner.op.i]  # type: ignore[attr-defined]
+    return None
+
+
+class Reshape(Op):
+    """Reshape to a shape vector (one entry may be ``-1``)."""
+
+    __props__ = ("ndim",)
+
+    def __init__(self, ndim: int) -> None:
+        self.ndim = int(ndim)
+
+    def make_node(self, x: Any, shp: Any) -> Apply:
+        x = as_tensor(x)
+        shp = as_shape_vector(shp)
+        if shp.type.shape[0] != self.ndim:
+            raise KilnValueError(f"{self}: the shape vector must have length {self.ndim}")
+        entries = _static_entries(shp)
+        if sum(1 for e in entries if e == -1) > 1:
+            raise KilnValueError("reshape: at most one dimension can be -1")
+        out: list[int | None] = [e if e is None or e >= 0 else None for e in entries]
+        size = _static_size(x.type.shape)
+        others = [e for e in entries if e != -1]
+        if -1 in entries and size is not None and None not in others:
+            rest = int(np.prod(others, dtype="int64"))
+            if rest == 0 or size % rest:
+                raise ShapeMismatchError(
+                    f"reshape: cannot reshape {x.type.shape} into {tuple(entries)}"
+                )
+            out[entries.index(-1)] = size // rest
+        if None not in out and size is not None and _static_size(tuple(out)) != size:
+            raise ShapeMismatchError(f"reshape: cannot reshape {x.type.shape} into {tuple(out)}")
+        return Apply.create(self, [x, shp], [TensorType(x.dtype, tuple(out))])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, shp = inputs
+        try:
+            outputs[0] = np.reshape(x, tuple(shp))
+        except ValueError as exc:
+            raise ShapeMismatchError(f"reshape: {exc}") from exc
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        out = node.outputs[0]
+        return [shape_tuple(out)]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        x, _ = inputs
+        (g,) = output_grads
+        return [reshape(g, shape(x)), None]
+
+
+def _static_size(shape: tuple[int | None, ...]) -> int | None:
+    if None in shape:
+        return None
+    return int(np.prod(shape, dtype="int64"))
+
+
+def reshape(x: Any, newshape: Any) -> TensorVariable:
+    """Return ``x`` with shape ``newshape`` (ints, scalar variables or a vector variable).
+
+    Examples
+    --------
+    >>> reshape(x, (2, -1))  # doctest: +SKIP
+    """
+    x = as_tensor(x)
+    shp = as_shape_vector(newshape, "newshape")
+    n = shp.type.shape[0]
+    if n is None:
+        raise KilnValueError("reshape: the length of newshape must be known statically")
+    if isinstance(shp, Constant) and tuple(shp.data) == x.type.shape:
+        return x
+    return Reshape(n)(x, shp)
+
+
+def flatten(x: Any) -> TensorVariable:
+    """Return ``x`` as a vector (C order)."""
+    return reshape(x, (-1,))
+
+
+class Alloc(Op):
+    """Broadcast ``x`` to a shape given as scalars, materialising a new array."""
+
+    def make_node(self, x: Any, *shape: Any) -> Apply:
+        x = as_tensor(x)
+        dims = [as_tensor(s) for s in shape]
+        for d in dims:
+            if d.ndim != 0 or d.dtype not in INTEGER_DTYPES:
+                raise KilnTypeError(f"alloc: each shape entry must be an integer scalar, got {d}")
+        if len(dims) < x.ndim:
+            raise KilnValueError(
+                f"alloc: cannot broadcast a {x.ndim}-d value to {len(dims)} dimensions"
+            )
+        static: list[int | None] = []
+        for d in dims:
+            static.append(int(d.data) if isinstance(d, Constant) else _static_scalar(d))
+        offset = len(dims) - x.ndim
+        for i, n in enumerate(x.type.shape):
+            target = static[offset + i]
+            if n is not None and n != 1 and target is not None and n != target:
+                raise ShapeMismatchError(
+                    f"alloc: cannot broadcast shape {x.type.shape} to {tuple(static)}"
+                )
+            if target is None and n is not None and n != 1:
+                static[offset + i] = n
+        dims = [_elemwise.cast(d, "int64") for d in dims]
+        return Apply.create(self, [x, *dims], [TensorType(x.dtype, tuple(static))])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, *shp = inputs
+        target = tuple(int(s) for s in shp)
+        xs = node.inputs[0].type.shape  # type: ignore[attr-defined]
+        offset = len(target) - x.ndim
+        for i, n in enumerate(x.shape):
+            if n != target[offset + i] and (n != 1 or xs[i] != 1):
+                raise ShapeMismatchError(
+                    f"alloc: cannot broadcast an array of shape {x.shape} to {target}"
+                    + (" (only static length-1 dimensions broadcast)" if n == 1 else "")
+                )
+        outputs[0] = np.array(np.broadcast_to(x, target))
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [tuple(node.inputs[1:])]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        x = inputs[0]
+        (g,) = output_grads
+        gx = None if x.type.dtype in DISCRETE_DTYPES else _elemwise.unbroadcast_to(g, x)  # type: ignore[attr-defined]
+        return [gx] + [None] * (len(inputs) - 1)
+
+
+def _as_scalars(shape: Any) -> list[Any]:
+    if isinstance(shape, Variable) and as_tensor(shape).ndim == 1:
+        vec = as_tensor(shape)
+        n = vec.type.shape[0]
+        if n is None:
+            raise KilnValueError("shape: the length of a shape vector must be known statically")
+        entries = _static_entries(vec)
+        return [
+            e if e is not None else _subtensor.getitem(vec, i) for i, e in enumerate(entries)
+        ]
+    if isinstance(shape, int | np.integer | Variable):
+        return [shape]
+    return list(shape)
+
+
+def broadcast_to(x: Any, shape: Any) -> TensorVariable:
+    """Broadcast ``x`` to ``shape`` (ints, scalar variables or a shape vector)."""
+    x = as_tensor(x)
+    dims = _as_scalars(shape)
+    if all(isinstance(d, int | np.integer) for d in dims) and tuple(dims) == x.type.shape:
+        return x
+    return Alloc()(x, *dims)
+
+
+def alloc(value: Any, *shape: Any) -> TensorVariable:
+    """An array of ``shape`` filled by broadcasting ``value``."""
+    return Alloc()(as_tensor(value), *shape)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> TensorVariable:
+    """An array of ``shape`` filled with ``fill_value``."""
+    value = as_tensor(fill_value, dtype=dtype)
+    if dtype is not None:
+        value = _elemwise.cast(value, dtype)
+    return Alloc()(value, *_as_scalars(shape))
+
+
+def zeros(shape: Any, dtype: Any = "float64") -> TensorVariable:
+    """An array of zeros."""
+    return full(shape, 0, dtype)
+
+
+def ones(shape: Any, dtype: Any = "float64") -> TensorVariable:
+    """An array of ones."""
+    return full(shape, 1, dtype)
+
+
+def zeros_like(x: Any, dtype: Any = None) -> TensorVariable:
+    """Zeros with the shape (and by default the dtype) of ``x``."""
+    x = as_tensor(x)
+    return full(shape_tuple(x), 0, dtype or x.dtype)
+
+
+def ones_like(x: Any, dtype: Any = None) -> TensorVariable:
+    """Ones with the shape (and by default the dtype) of ``x``."""
+    x = as_tensor(x)
+    return full(shape_tuple(x), 1, dtype or x.dtype)
+
+
+def transpose(x: Any, axes: Sequence[int] | None = None) -> TensorVariable:
+    """Permute the dimensions (reverse them by default)."""
+    x = as_tensor(x)
+    if axes is None:
+        axes = tuple(reversed(range(x.ndim)))
+    axes = tuple(_normalize_axis(a, x.ndim, "axes") for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise KilnValueError(f"transpose: axes {axes} is not a permutation of {x.ndim} dims")
+    return _elemwise.dimshuffle(x, axes)
+
+
+def _normalize_axis(axis: Any, ndim: int, argname: str = "axis") -> int:
+    if not isinstance(axis, int | np.integer) or isinstance(axis, bool):
+        raise KilnTypeError(f"{argname}: expected an int, got {axis!r}")
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise KilnValueError(f"{argname}: {axis} is out of range for a {ndim}-d tensor")
+    return int(axis) % max(ndim, 1)
+
+
+def expand_dims(x: Any, axis: int | Sequence[int]) -> TensorVariable:
+    """Insert new dimensions of length 1 at ``axis``."""
+    x = as_tensor(x)
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    out_ndim = x.ndim + len(axes)
+    norm = sorted(_normalize_axis(a, out_ndim) for a in axes)
+    pattern: list[int | str] = []
+    src = iter(range(x.ndim))
+    for d in range(out_ndim):
+        pattern.append("x" if d in norm else next(src))
+    return _elemwise.dimshuffle(x, pattern)
+
+
+def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> TensorVariable:
+    """Remove dimensions of static length 1 (all of them, or those in ``axis``)."""
+    x = as_tensor(x)
+    if axis is None:
+        axes = [d for d, n in enumerate(x.type.shape) if n == 1]
+    else:
+        raw = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+        axes = [_normalize_axis(a, x.ndim) for a in raw]
+        for a in axes:
+            if x.type.shape[a] != 1:
+                raise KilnValueError(
+                    f"squeeze: dimension {a} of {x!r} has static length {x.type.shape[a]}, not 1"
+                )
+    return _elemwise.dimshuffle(x, [d for d in range(x.ndim) if d not in axes])

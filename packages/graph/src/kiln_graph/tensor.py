@@ -1,0 +1,111 @@
+"""The tensor API, NumPy-like: ``import kiln.tensor as kt``.
+
+Functions build symbolic graphs with NumPy broadcasting and dtype promotion (NEP 50:
+Python scalars adopt the dtype of the tensors they meet).
+"""
+
+from kiln_graph._basic import as_tensor as as_tensor
+from kiln_graph._basic import constant as constant
+from kiln_graph._basic import matrix as matrix
+from kiln_graph._basic import scalar as scalar
+from kiln_graph._basic import shared as shared
+from kiln_graph._basic import tensor as tensor
+from kiln_graph._basic import vector as vector
+from kiln_graph._elemwise import cast as cast
+from kiln_graph._elemwise import dimshuffle as dimshuffle
+from kiln_graph._math import abs as abs  # noqa: A004
+from kiln_graph._math import add as add
+from kiln_graph._math import arcsinh as arcsinh
+from kiln_graph._math import arctan as arctan
+from kiln_graph._math import betaln as betaln
+from kiln_graph._math import ceil as ceil
+from kiln_graph._math import clip as clip
+from kiln_graph._math import cos as cos
+from kiln_graph._math import cosh as cosh
+from kiln_graph._math import digamma as digamma
+from kiln_graph._math import eq as eq
+from kiln_graph._math import erf as erf
+from kiln_graph._math import erfc as erfc
+from kiln_graph._math import erfcx as erfcx
+from kiln_graph._math import erfinv as erfinv
+from kiln_graph._math import exp as exp
+from kiln_graph._math import exp2 as exp2
+from kiln_graph._math import expm1 as expm1
+from kiln_graph._math import floor as floor
+from kiln_graph._math import floor_divide as floor_divide
+from kiln_graph._math import gammaln as gammaln
+from kiln_graph._math import ge as ge
+from kiln_graph._math import gt as gt
+from kiln_graph._math import isinf as isinf
+from kiln_graph._math import isnan as isnan
+from kiln_graph._math import le as le
+from kiln_graph._math import log as log
+from kiln_graph._math import log1mexp as log1mexp
+from kiln_graph._math import log1p as log1p
+from kiln_graph._math import log2 as log2
+from kiln_graph._math import log10 as log10
+from kiln_graph._math import logical_and as logical_and
+from kiln_graph._math import logical_not as logical_not
+from kiln_graph._math import logical_or as logical_or
+from kiln_graph._math import logit as logit
+from kiln_graph._math import lt as lt
+from kiln_graph._math import maximum as maximum
+from kiln_graph._math import minimum as minimum
+from kiln_graph._math import mod as mod
+from kiln_graph._math import mul as mul
+from kiln_graph._math import neg as neg
+from kiln_graph._math import neq as neq
+from kiln_graph._math import polygamma as polygamma
+from kiln_graph._math import pow as pow  # noqa: A004
+from kiln_graph._math import reciprocal as reciprocal
+from kiln_graph._math import round as round  # noqa: A004
+from kiln_graph._math import sigmoid as sigmoid
+from kiln_graph._math import sign as sign
+from kiln_graph._math import sin as sin
+from kiln_graph._math import sinh as sinh
+from kiln_graph._math import softplus as softplus
+from kiln_graph._math import sqrt as sqrt
+from kiln_graph._math import square as square
+from kiln_graph._math import sub as sub
+from kiln_graph._math import switch as switch
+from kiln_graph._math import tan as tan
+from kiln_graph._math import tanh as tanh
+from kiln_graph._math import true_divide as true_divide
+from kiln_graph._math import where as where
+
+# reductions
+from kiln_graph._reduce import all as all  # noqa: A004
+from kiln_graph._reduce import any as any  # noqa: A004
+from kiln_graph._reduce import max as max  # noqa: A004
+from kiln_graph._reduce import min as min  # noqa: A004
+from kiln_graph._reduce import prod as prod
+from kiln_graph._reduce import sum as sum  # noqa: A004
+
+# shape ops
+from kiln_graph._shape import alloc as alloc
+from kiln_graph._shape import broadcast_to as broadcast_to
+from kiln_graph._shape import expand_dims as expand_dims
+from kiln_graph._shape import flatten as flatten
+from kiln_graph._shape import full as full
+from kiln_graph._shape import ones as ones
+from kiln_graph._shape import ones_like as ones_like
+from kiln_graph._shape import reshape as reshape
+from kiln_graph._shape import shape as shape
+from kiln_graph._shape import shape_i as shape_i
+from kiln_graph._shape import squeeze as squeeze
+from kiln_graph._shape import transpose as transpose
+from kiln_graph._shape import zeros as zeros
+from kiln_graph._shape import zeros_like as zeros_like
+
+# autodiff
+from kiln_graph._grad import grad as grad
+from kiln_graph._grad import hessian as hessian
+from kiln_graph._grad import jacobian as jacobian
+
+# join (concatenate / stack)
+
+# indexing
+
+# linear algebra
+
+# blockwise
