@@ -116,8 +116,14 @@ class Elemwise(Op):
         return Apply.create(self, padded, [TensorType(dtype, shape)])
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        with np.errstate(all="ignore"):
-            result = self.scalar_op.impl(*inputs)
+        try:
+            with np.errstate(all="ignore"):
+                result = self.scalar_op.impl(*inputs)
+        except ValueError as exc:
+            shapes = ", ".join(str(np.shape(v)) for v in inputs)
+            raise ShapeMismatchError(
+                f"{self}: inputs of shapes {shapes} do not broadcast together"
+            ) from exc
         out_type = node.outputs[0].type
         out = np.asarray(result, dtype=out_type.dtype)
         for var, value in zip(node.inputs, inputs, strict=True):

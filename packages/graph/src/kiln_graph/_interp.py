@@ -6,6 +6,7 @@ The Python VM linker and Ops with inner graphs evaluate graphs through
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -86,6 +87,23 @@ class Program:
             except Exception as exc:
                 exc.add_note(f"while computing {node} on backend {self.backend!r}")
                 raise
+            for s, r in zip(outs, results, strict=True):
+                storage[s] = r
+        return [storage[i] for i in self._out_slots]
+
+    def run_timed(self, values: Sequence[Any], record: Callable[[Apply, float], None]) -> list[Any]:
+        """Like calling the program, also passing each node and its seconds to ``record``."""
+        storage = list(self._template)
+        storage[: self._n_inputs] = values
+        for perform, node, ins, outs in self._steps:
+            results: list[Any] = [None] * len(outs)
+            start = time.perf_counter()
+            try:
+                perform(node, [storage[i] for i in ins], results)
+            except Exception as exc:
+                exc.add_note(f"while computing {node} on backend {self.backend!r}")
+                raise
+            record(node, time.perf_counter() - start)
             for s, r in zip(outs, results, strict=True):
                 storage[s] = r
         return [storage[i] for i in self._out_slots]

@@ -1,0 +1,87 @@
+"""The one configuration object, with defaults from the ``KILN_FLAGS`` environment variable."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kiln_graph import KilnValueError
+
+
+def _default_cache_dir() -> str:
+    return os.environ.get("KILN_CACHE_DIR") or str(Path.home() / ".cache" / "kiln")
+
+
+@dataclasses.dataclass
+class Config:
+    """kiln's settings.
+
+    Attributes
+    ----------
+    linker
+        Backend used by modes that do not name one: ``"auto"`` (Numba when installed,
+        otherwise the Python VM) or a linker name such as ``"vm"``.
+    cache_dir
+        Root of the on-disk caches (``KILN_CACHE_DIR`` or ``~/.cache/kiln``).
+    warn_fallback
+        Warn once when ``"auto"`` falls back to the Python VM.
+    """
+
+    linker: str = "auto"
+    cache_dir: str = dataclasses.field(default_factory=_default_cache_dir)
+    warn_fallback: bool = True
+
+    @classmethod
+    def from_flags(cls, flags: str | None) -> Config:
+        """Build a config from ``"name=value,name=value"`` (the ``KILN_FLAGS`` syntax)."""
+        config = cls()
+        if not flags:
+            return config
+        for item in flags.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise KilnValueError(f"KILN_FLAGS: expected name=value, got {item!r}")
+            config.set(name.strip(), value.strip())
+        return config
+
+    def set(self, name: str, value: Any) -> None:
+        """Set one setting by name, converting strings to the setting's type."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        if name not in fields:
+            raise KilnValueError(
+                f"unknown kiln setting {name!r}; valid settings: {sorted(fields)}"
+            )
+        current = getattr(self, name)
+        if isinstance(current, bool) and isinstance(value, str):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise KilnValueError(f"setting {name}: expected true/false, got {value!r}")
+            value = value.lower() in ("true", "1")
+        setattr(self, name, value)
+
+    @contextlib.contextmanager
+    def change(self, **settings: Any) -> Iterator[Config]:
+        """Temporarily change settings inside a ``with`` block.
+
+        Examples
+        --------
+        >>> with config.change(linker="vm"):  # doctest: +SKIP
+        ...     f = kiln.function([x], y)
+        """
+        old = {name: getattr(self, name) for name in settings}
+        try:
+            for name, value in settings.items():
+                self.set(name, value)
+            yield self
+        finally:
+            for name, value in old.items():
+                setattr(self, name, value)
+
+
+config = Config.from_flags(os.environ.get("KILN_FLAGS"))

@@ -1,0 +1,256 @@
+"""``function()``: prepare a graph, rewrite it, link it, and call it with arrays."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kiln_graph import (
+    Constant,
+    KilnTypeError,
+    KilnValueError,
+    SharedVariable,
+    TensorType,
+    Variable,
+    graph_inputs,
+    graph_replace,
+)
+from kiln_graph.tensor import as_tensor
+
+from kiln_compile._config import config
+from kiln_compile._fgraph import FunctionGraph
+from kiln_compile._linkers import Thunk, get_linker, resolve_linker_name
+from kiln_compile._mode import Mode, get_mode
+from kiln_compile._profile import Profile
+
+
+def _as_update_pairs(updates: Any) -> list[tuple[SharedVariable, Variable]]:
+    if updates is None:
+        return []
+    items = list(updates.items()) if isinstance(updates, Mapping) else list(updates)
+    pairs = []
+    for item in items:
+        try:
+            target, expr = item
+        except (TypeError, ValueError) as exc:
+            raise KilnTypeError(
+                f"updates: expected a dict or (shared_variable, expression) pairs, got {item!r}"
+            ) from exc
+        if not isinstance(target, SharedVariable):
+            raise KilnTypeError(f"updates: the target {target!r} is not a shared variable")
+        if isinstance(target.type, TensorType):
+            expr = as_tensor(expr)
+            if expr.type.dtype != target.type.dtype or expr.type.ndim != target.type.ndim:
+                raise KilnTypeError(
+                    f"updates: the new value of {target.name or target!r} has type {expr.type}, "
+                    f"expected {target.type} (cast it with kt.cast)"
+                )
+        elif not isinstance(expr, Variable) or type(expr.type) is not type(target.type):
+            raise KilnTypeError(f"updates: the new value of {target!r} must have type {target.type}")
+        pairs.append((target, expr))
+    targets = [t for t, _ in pairs]
+    if len(set(targets)) != len(targets):
+        raise KilnValueError("updates: a shared variable is updated twice")
+    return pairs
+
+
+def _check_inputs(inputs: Sequence[Any]) -> list[Variable]:
+    checked = []
+    for i, v in enumerate(inputs):
+        if not isinstance(v, Variable):
+            raise KilnTypeError(f"inputs[{i}]: expected a symbolic variable, got {v!r}")
+        if isinstance(v, Constant):
+            raise KilnTypeError(f"inputs[{i}]: {v!r} is a constant, not an input")
+        if isinstance(v, SharedVariable):
+            raise KilnTypeError(
+                f"inputs[{i}]: {v!r} is a shared variable; shared variables are implicit "
+                "inputs and must not be listed"
+            )
+        if v.owner is not None:
+            raise KilnTypeError(
+                f"inputs[{i}]: {v!r} is computed by {v.owner.op}; inputs must be root variables "
+                "(use givens= to substitute an expression)"
+            )
+        checked.append(v)
+    if len(set(checked)) != len(checked):
+        raise KilnValueError("inputs: a variable is listed twice")
+    return checked
+
+
+def prepare(
+    inputs: Sequence[Variable],
+    outputs: Sequence[Variable],
+    updates: Any = None,
+    givens: Mapping[Variable, Any] | None = None,
+) -> FunctionGraph:
+    """Return the :class:`FunctionGraph` of a function: givens applied, shared inputs added."""
+    ins = _check_inputs(inputs)
+    outs = [as_tensor(o) if not isinstance(o, Variable) else o for o in outputs]
+    pairs = _as_update_pairs(updates)
+    all_outs = outs + [e for _, e in pairs]
+    if givens:
+        replace = {}
+        for old, new in givens.items():
+            if not isinstance(old, Variable):
+                raise KilnTypeError(f"givens: keys must be variables, got {old!r}")
+            replace[old] = new if isinstance(new, Variable) else as_tensor(new)
+        all_outs = list(graph_replace(all_outs, replace))  # type: ignore[arg-type]
+    shared = [v for v in graph_inputs(all_outs) if isinstance(v, SharedVariable)]
+    for target, _ in pairs:
+        if target not in shared:
+            shared.append(target)
+    return FunctionGraph(ins + shared, all_outs, len(ins), [t for t, _ in pairs])
+
+
+class Function:
+    """A compiled function: call it with one array per input, get arrays back.
+
+    Attributes
+    ----------
+    fgraph
+        The (rewritten) graph it runs.
+    mode
+        The :class:`Mode` it was compiled with; ``linker`` is the backend's name.
+    thunk
+        The backend's raw callable: a list of input values (explicit inputs, then
+        shared values) in, a list of output values out, with no checks.
+    profile
+        A :class:`Profile` when compiled with ``profile=True``.
+    """
+
+    def __init__(
+        self,
+        fgraph: FunctionGraph,
+        thunk: Thunk,
+        mode: Mode,
+        linker: str,
+        single_output: bool,
+        trust_input: bool,
+        profile: Profile | None,
+    ) -> None:
+        self.fgraph = fgraph
+        self.thunk = thunk
+        self.mode = mode
+        self.linker = linker
+        self.trust_input = trust_input
+        self.profile = profile
+        self._single = single_output
+        self._explicit = fgraph.inputs[: fgraph.n_explicit]
+        self._shared = fgraph.inputs[fgraph.n_explicit :]
+        self._names = {v.name: i for i, v in enumerate(self._explicit) if v.name}
+
+    @property
+    def inputs(self) -> tuple[Variable, ...]:
+        """The explicit inputs, in call order."""
+        return self._explicit
+
+    @property
+    def outputs(self) -> tuple[Variable, ...]:
+        """The requested outputs as they are computed (after rewriting)."""
+        return self.fgraph.outputs[: self.fgraph.n_outputs]
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        n = len(self._explicit)
+        if len(args) > n:
+            raise KilnTypeError(f"function takes {n} input(s), got {len(args)}")
+        values: list[Any] = list(args) + [None] * (n - len(args))
+        given = [True] * len(args) + [False] * (n - len(args))
+        for key, value in kwargs.items():
+            if key not in self._names:
+                raise KilnTypeError(
+                    f"unknown input name {key!r}; named inputs: {sorted(self._names)}"
+                )
+            i = self._names[key]
+            if given[i]:
+                raise KilnTypeError(f"input {key!r} given twice")
+            values[i], given[i] = value, True
+        missing = [self._label(i) for i, g in enumerate(given) if not g]
+        if missing:
+            raise KilnTypeError(f"missing value for input(s): {', '.join(missing)}")
+        if not self.trust_input:
+            values = [
+                v.type.filter(val, name=f"input {self._label(i)}")
+                for i, (v, val) in enumerate(zip(self._explicit, values, strict=True))
+            ]
+        return values
+
+    def _label(self, i: int) -> str:
+        v = self._explicit[i]
+        return f"{i} ({v.name!r})" if v.name else str(i)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        values = self._bind(args, kwargs) if (kwargs or not self.trust_input) else list(args)
+        values.extend(s.get_value(borrow=True) for s in self._shared)  # type: ignore[attr-defined]
+        if self.profile is not None:
+            start = time.perf_counter()
+            results = self.thunk(values)
+            self.profile.calls += 1
+            self.profile.call_time += time.perf_counter() - start
+        else:
+            results = self.thunk(values)
+        n_out = self.fgraph.n_outputs
+        for target, value in zip(self.fgraph.update_targets, results[n_out:], strict=True):
+            target.set_value(value, borrow=True)  # type: ignore[attr-defined]
+        if self._single:
+            return results[0]
+        return results[:n_out]
+
+
+def function(
+    inputs: Sequence[Variable],
+    outputs: Variable | Sequence[Variable],
+    mode: Mode | str | None = None,
+    updates: Any = None,
+    givens: Mapping[Variable, Any] | None = None,
+    profile: bool = False,
+    trust_input: bool = False,
+) -> Function:
+    """Compile ``outputs`` as a function of ``inputs``.
+
+    Parameters
+    ----------
+    inputs
+        Root variables, in the order the function takes them. Shared variables are
+        implicit inputs and must not be listed.
+    outputs
+        A variable (the function returns one array) or a list (it returns a list).
+    mode
+        A :class:`Mode`, ``"FAST_RUN"`` (default: all rewrites, the default backend) or
+        ``"FAST_COMPILE"`` (few rewrites, the Python VM).
+    updates
+        ``{shared_variable: new_value_expression}``, applied after each call.
+    givens
+        ``{variable: replacement}`` substituted in the graph before compiling.
+    profile
+        Record compile and call timings in ``Function.profile``.
+    trust_input
+        Skip the checks and conversions of the inputs (for hot loops).
+
+    Examples
+    --------
+    >>> x = kt.vector("x")  # doctest: +SKIP
+    >>> f = function([x], kt.exp(x).sum())  # doctest: +SKIP
+    >>> f([0.0, 1.0])  # doctest: +SKIP
+    array(3.71828183)
+    """
+    if isinstance(inputs, Variable):
+        raise KilnTypeError("inputs: expected a list of variables, got a single variable")
+    single = not isinstance(outputs, list | tuple)
+    outs = [outputs] if single else list(outputs)  # type: ignore[list-item]
+    the_mode = get_mode(mode)
+    prof = Profile() if profile else None
+    t0 = time.perf_counter()
+    fgraph = prepare(list(inputs), outs, updates, givens)
+    t1 = time.perf_counter()
+    if the_mode.rewrites is not None:
+        fgraph = the_mode.rewrites(fgraph)
+    t2 = time.perf_counter()
+    requested = config.linker if the_mode.linker == "auto" else the_mode.linker
+    linker_name = resolve_linker_name(requested, warn=config.warn_fallback)
+    linker = get_linker(linker_name)
+    thunk = linker.link(fgraph, prof)
+    t3 = time.perf_counter()
+    if prof is not None:
+        prof.compile_times.update({"prepare": t1 - t0, "rewrite": t2 - t1, "link": t3 - t2})
+    return Function(fgraph, thunk, the_mode, linker_name, single, trust_input, prof)

@@ -1,0 +1,30 @@
+"""kiln: a probabilistic-programming stack — graph IR, autodiff, rewriter, backends.
+
+Examples
+--------
+>>> import kiln
+>>> import kiln.tensor as kt
+>>> x = kt.vector("x")
+>>> f = kiln.function([x], kiln.grad(kt.sum(x**2), x))
+>>> f([1.0, 2.0])
+array([2., 4.])
+"""
+
+from importlib.metadata import version as _version
+
+from kiln_compile import FAST_COMPILE as FAST_COMPILE
+from kiln_compile import FAST_RUN as FAST_RUN
+from kiln_compile import Function as Function
+from kiln_compile import Mode as Mode
+from kiln_compile import config as config
+from kiln_compile import function as function
+from kiln_graph import dprint as dprint
+from kiln_graph import grad as grad
+from kiln_graph import graph_replace as graph_replace
+from kiln_graph import hessian as hessian
+from kiln_graph import jacobian as jacobian
+from kiln_graph.testing import verify_grad as verify_grad
+
+from kiln import tensor as tensor
+
+__version__ = _version("kiln")
