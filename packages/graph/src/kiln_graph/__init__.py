@@ -29,6 +29,7 @@ from kiln_graph._node import TensorVariable as TensorVariable
 from kiln_graph._node import Variable as Variable
 from kiln_graph._node import install_tensor_operators
 from kiln_graph._printing import dprint as dprint
+from kiln_graph._printing import format_graph as format_graph
 from kiln_graph._shape_infer import infer_shape as infer_shape
 from kiln_graph._traversal import ancestors as ancestors
 from kiln_graph._traversal import graph_inputs as graph_inputs

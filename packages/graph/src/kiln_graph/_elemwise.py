@@ -9,6 +9,7 @@ length of 1 (``shape=(1, None)``, ``x[None]``, ``expand_dims``) to broadcast it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -20,11 +21,13 @@ from kiln_graph._node import Apply, Op, Props, TensorVariable, Variable
 from kiln_graph._types import DISCRETE_DTYPES, TensorType, normalize_dtype
 
 
+@functools.cache
 def upcast(*dtypes: str) -> str:
     """NumPy's result dtype of ``dtypes``."""
     return np.result_type(*dtypes).name
 
 
+@functools.cache
 def upgrade_to_float(*dtypes: str) -> str:
     """The result dtype, made ``float64`` when all inputs are integer or bool."""
     out = np.result_type(*dtypes)

@@ -14,6 +14,20 @@ def dprint(
 ) -> str:
     """Print the graph computing ``outputs`` as an indented tree and return the text.
 
+    See :func:`format_graph` for the format.
+
+    Examples
+    --------
+    >>> dprint(kt.exp(x) + 1)  # doctest: +SKIP
+    """
+    text = format_graph(outputs, print_type)
+    print(text, file=file or sys.stdout)
+    return text
+
+
+def format_graph(outputs: Variable | Iterable[Variable], print_type: bool = True) -> str:
+    """Return the graph computing ``outputs`` as an indented tree of text.
+
     A node used more than once is printed in full the first time and as ``*<id>``
     after that.
 
@@ -65,6 +79,4 @@ def dprint(
     seen: set[Variable] = set()
     for out in outs:
         walk(out, "", " ", seen)
-    text = "\n".join(lines)
-    print(text, file=file or sys.stdout)
-    return text
+    return "\n".join(lines)

@@ -42,6 +42,8 @@ def normalize_dtype(dtype: Any) -> str:
     KilnTypeError
         If ``dtype`` is not a numeric or boolean NumPy dtype.
     """
+    if isinstance(dtype, str) and dtype in _VALID_DTYPES:
+        return dtype
     try:
         name = np.dtype(dtype).name
     except TypeError as exc:
@@ -83,7 +85,7 @@ class TensorType(Type):
     TensorType(float64, shape=(None, 3))
     """
 
-    __slots__ = ("dtype", "shape", "_hash")
+    __slots__ = ("dtype", "shape", "broadcastable", "_hash")
 
     def __init__(self, dtype: Any, shape: tuple[int | None, ...] = ()) -> None:
         self.dtype: str = normalize_dtype(dtype)
@@ -102,17 +104,14 @@ class TensorType(Type):
                     f"shape: each dimension must be a non-negative int or None, got {shape!r}"
                 )
         self.shape: tuple[int | None, ...] = tuple(clean)
+        #: For each dimension, whether its static length is 1.
+        self.broadcastable: tuple[bool, ...] = tuple(d == 1 for d in clean)
         self._hash = hash(("TensorType", self.dtype, self.shape))
 
     @property
     def ndim(self) -> int:
         """Number of dimensions."""
         return len(self.shape)
-
-    @property
-    def broadcastable(self) -> tuple[bool, ...]:
-        """For each dimension, whether its static length is 1."""
-        return tuple(d == 1 for d in self.shape)
 
     def key(self) -> tuple[Any, ...]:
         return (self.dtype, self.shape)

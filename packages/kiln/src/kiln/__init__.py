@@ -19,6 +19,7 @@ from kiln_compile import Mode as Mode
 from kiln_compile import config as config
 from kiln_compile import function as function
 from kiln_graph import dprint as dprint
+from kiln_graph import format_graph as format_graph
 from kiln_graph import grad as grad
 from kiln_graph import graph_replace as graph_replace
 from kiln_graph import hessian as hessian

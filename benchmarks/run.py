@@ -1,0 +1,121 @@
+"""kiln benchmarks: graph construction, grad, and VM per-call overhead.
+
+Run with ``nox -s bench`` (or ``python benchmarks/run.py --output FILE``). Each
+benchmark is repeated; the JSON result holds every timing and the median, and the
+ratios that compare benchmarks measured in this same run (machines are shared and
+noisy, so compare ratios within one file, not seconds across files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import kiln
+import kiln.tensor as kt
+
+
+def _time(fn: Callable[[], object], repeats: int, number: int = 1) -> list[float]:
+    """Return ``repeats`` timings of ``number`` calls of ``fn``, in seconds per call."""
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        out.append((time.perf_counter() - start) / number)
+    return out
+
+
+def build_chain(n_nodes: int) -> tuple[kt.TensorVariable, kt.TensorVariable]:
+    """A fresh input and an expression of about ``n_nodes`` elementwise nodes over it."""
+    x = kt.vector("x")
+    y = x
+    for i in range(n_nodes // 2):
+        y = kt.tanh(y) * (1.0 + 1e-3 * (i % 7)) if i % 2 else kt.sin(y) + x
+    return x, kt.sum(y)
+
+
+def bench_construction(repeats: int) -> dict:
+    """Build a 10,000-node expression from a fresh input."""
+    times = _time(lambda: build_chain(10_000), repeats)
+    return {"median_s": statistics.median(times), "times_s": times}
+
+
+def bench_grad(repeats: int) -> dict:
+    """Reverse-mode gradient of a 10,000-node expression."""
+    times = []
+    for _ in range(repeats):
+        x, cost = build_chain(10_000)
+        start = time.perf_counter()
+        kiln.grad(cost, x)
+        times.append(time.perf_counter() - start)
+    return {"median_s": statistics.median(times), "times_s": times}
+
+
+def bench_vm_call(repeats: int, trust_input: bool) -> dict:
+    """Per-call time of a small compiled graph on the VM."""
+    x = kt.vector("x")
+    f = kiln.function(
+        [x], kt.sum(kt.exp(x) * 2.0 + 1.0), mode="FAST_COMPILE", trust_input=trust_input
+    )
+    value = np.ones(3)
+    times = _time(lambda: f(value), repeats, number=2000)
+    return {"median_s": statistics.median(times), "times_s": times}
+
+
+def bench_numpy_call(repeats: int) -> dict:
+    """The same small computation in plain NumPy, as the floor for per-call overhead."""
+    value = np.ones(3)
+    times = _time(lambda: np.sum(np.exp(value) * 2.0 + 1.0), repeats, number=2000)
+    return {"median_s": statistics.median(times), "times_s": times}
+
+
+def main() -> None:
+    """Run the benchmarks and write the JSON results."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    results = {
+        "graph_construction_10k_nodes": bench_construction(args.repeats),
+        "grad_10k_nodes": bench_grad(args.repeats),
+        "vm_call_small_graph": bench_vm_call(args.repeats, trust_input=False),
+        "vm_call_small_graph_trust_input": bench_vm_call(args.repeats, trust_input=True),
+        "numpy_call_small_graph": bench_numpy_call(args.repeats),
+    }
+    numpy_median = results["numpy_call_small_graph"]["median_s"]
+    ratios = {
+        "vm_call_over_numpy": results["vm_call_small_graph"]["median_s"] / numpy_median,
+        "vm_call_trust_input_over_numpy": results["vm_call_small_graph_trust_input"][
+            "median_s"
+        ]
+        / numpy_median,
+        "grad_over_construction": results["grad_10k_nodes"]["median_s"]
+        / results["graph_construction_10k_nodes"]["median_s"],
+    }
+    report = {
+        "kiln_version": kiln.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "repeats": args.repeats,
+        "results": results,
+        "ratios": ratios,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2))
+    for name, res in results.items():
+        print(f"{name:<36} median {res['median_s'] * 1e6:12.1f} us")
+    for name, ratio in ratios.items():
+        print(f"{name:<36} {ratio:8.2f}x")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
