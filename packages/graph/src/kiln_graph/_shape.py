@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _elemwise, _subtensor
+from kiln_graph import _elemwise, _math, _subtensor
 from kiln_graph._basic import as_tensor, constant
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
 from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable
@@ -75,8 +75,10 @@ def shape(x: Any) -> TensorVariable:
 def shape_i(x: Any, i: int) -> TensorVariable:
     """The length of dimension ``i`` of ``x``: a constant when static."""
     x = as_tensor(x)
+    if not isinstance(i, int | np.integer) or not -x.ndim <= i < x.ndim:
+        raise KilnValueError(f"shape_i: dimension {i!r} is out of range for a {x.ndim}-d tensor")
     n = x.type.shape[i]
-    return shape_constant(n) if n is not None else ShapeI(i % max(x.ndim, 1))(x)
+    return shape_constant(n) if n is not None else ShapeI(i % x.ndim)(x)
 
 
 def shape_tuple(x: Any) -> tuple[TensorVariable, ...]:
@@ -122,9 +124,7 @@ def as_shape_vector(shape: Any, argname: str = "shape") -> TensorVariable:
             shape = (shape_var,)
         else:
             if shape_var.ndim != 1 or shape_var.dtype not in INTEGER_DTYPES:
-                raise KilnTypeError(
-                    f"{argname}: expected an integer vector, got {shape_var.type}"
-                )
+                raise KilnTypeError(f"{argname}: expected an integer vector, got {shape_var.type}")
             return _elemwise.cast(shape_var, "int64")
     if isinstance(shape, int | np.integer):
         shape = (shape,)
@@ -151,9 +151,7 @@ def _static_entries(shape_vec: TensorVariable) -> list[int | None]:
         return [int(v) for v in shape_vec.data]
     owner = shape_vec.owner
     if owner is not None and isinstance(owner.op, MakeVector):
-        return [
-            int(s.data) if isinstance(s, Constant) else _static_scalar(s) for s in owner.inputs
-        ]
+        return [int(s.data) if isinstance(s, Constant) else _static_scalar(s) for s in owner.inputs]
     if owner is not None and isinstance(owner.op, Shape):
         return list(owner.inputs[0].type.shape)  # type: ignore[attr-defined]
     return [None] * n
@@ -204,12 +202,44 @@ class Reshape(Op):
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         out = node.outputs[0]
-        return [shape_tuple(out)]
+        entries = _entry_scalars(node.inputs[1])
+        if entries is None:  # a shape vector of unknown entries: read the output's shape
+            return [shape_tuple(out)]
+        # A -1 entry stands for size(x) // prod(the other entries).
+        known = [_math.switch(_math.eq(e, -1), 1, e) for e in entries]
+        missing = _math.floor_divide(_product(input_shapes[0]), _product(known))
+        dims: list[Variable] = []
+        for n, e in zip(out.type.shape, entries, strict=True):  # type: ignore[attr-defined]
+            if n is not None:
+                dims.append(shape_constant(n))
+            elif isinstance(e, Constant):
+                dims.append(missing if int(e.data) == -1 else e)
+            else:
+                dims.append(_math.switch(_math.eq(e, -1), missing, e))
+        return [tuple(dims)]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         x, _ = inputs
         (g,) = output_grads
         return [reshape(g, shape(x)), None]
+
+
+def _entry_scalars(shape_vec: Variable) -> list[Variable] | None:
+    """Return the int64 scalar entries of a shape vector, or ``None`` if not readable."""
+    if isinstance(shape_vec, Constant):
+        return [shape_constant(int(v)) for v in shape_vec.data]
+    owner = shape_vec.owner
+    if owner is not None and isinstance(owner.op, MakeVector):
+        return list(owner.inputs)
+    if owner is not None and isinstance(owner.op, Shape):
+        return list(shape_tuple(owner.inputs[0]))
+    return None
+
+
+def _product(dims: Sequence[Variable]) -> Variable:
+    if not dims:
+        return shape_constant(1)
+    return dims[0] if len(dims) == 1 else _math.mul(*dims)
 
 
 def _static_size(shape: tuple[int | None, ...]) -> int | None:
@@ -298,9 +328,7 @@ def _as_scalars(shape: Any) -> list[Any]:
         if n is None:
             raise KilnValueError("shape: the length of a shape vector must be known statically")
         entries = _static_entries(vec)
-        return [
-            e if e is not None else _subtensor.getitem(vec, i) for i, e in enumerate(entries)
-        ]
+        return [e if e is not None else _subtensor.getitem(vec, i) for i, e in enumerate(entries)]
     if isinstance(shape, int | np.integer | Variable):
         return [shape]
     return list(shape)
@@ -375,6 +403,8 @@ def expand_dims(x: Any, axis: int | Sequence[int]) -> TensorVariable:
     axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     out_ndim = x.ndim + len(axes)
     norm = sorted(_normalize_axis(a, out_ndim) for a in axes)
+    if len(set(norm)) != len(norm):
+        raise KilnValueError(f"expand_dims: repeated axis in {axis!r}")
     pattern: list[int | str] = []
     src = iter(range(x.ndim))
     for d in range(out_ndim):

@@ -76,12 +76,20 @@ from kiln_graph._math import where as where
 # reductions
 from kiln_graph._reduce import all as all  # noqa: A004
 from kiln_graph._reduce import any as any  # noqa: A004
+from kiln_graph._reduce import argmax as argmax
+from kiln_graph._reduce import cumsum as cumsum
+from kiln_graph._reduce import logsumexp as logsumexp
 from kiln_graph._reduce import max as max  # noqa: A004
+from kiln_graph._reduce import mean as mean
 from kiln_graph._reduce import min as min  # noqa: A004
 from kiln_graph._reduce import prod as prod
+from kiln_graph._reduce import std as std
 from kiln_graph._reduce import sum as sum  # noqa: A004
+from kiln_graph._reduce import var as var
 
 # shape ops
+from kiln_graph._ranges import arange as arange
+from kiln_graph._ranges import eye as eye
 from kiln_graph._shape import alloc as alloc
 from kiln_graph._shape import broadcast_to as broadcast_to
 from kiln_graph._shape import expand_dims as expand_dims
@@ -103,6 +111,8 @@ from kiln_graph._grad import hessian as hessian
 from kiln_graph._grad import jacobian as jacobian
 
 # join (concatenate / stack)
+from kiln_graph._join import concatenate as concatenate
+from kiln_graph._join import stack as stack
 
 # indexing
 
