@@ -5,6 +5,7 @@ gives the same node. The NumPy-like user API is :mod:`kiln_graph.tensor`.
 """
 
 from kiln_graph import tensor
+from kiln_graph._blockwise import Blockwise as Blockwise
 from kiln_graph._elemwise import DimShuffle as DimShuffle
 from kiln_graph._elemwise import Elemwise as Elemwise
 from kiln_graph._elemwise import ScalarOp as ScalarOp
@@ -28,6 +29,7 @@ from kiln_graph._node import TensorSharedVariable as TensorSharedVariable
 from kiln_graph._node import TensorVariable as TensorVariable
 from kiln_graph._node import Variable as Variable
 from kiln_graph._node import install_tensor_operators
+from kiln_graph._opfromgraph import OpFromGraph as OpFromGraph
 from kiln_graph._printing import dprint as dprint
 from kiln_graph._printing import format_graph as format_graph
 from kiln_graph._shape_infer import infer_shape as infer_shape

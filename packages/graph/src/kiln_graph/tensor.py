@@ -117,5 +117,16 @@ from kiln_graph._join import stack as stack
 # indexing
 
 # linear algebra
+from kiln_graph._linalg import cholesky as cholesky
+from kiln_graph._linalg import det as det
+from kiln_graph._linalg import dot as dot
+from kiln_graph._linalg import inv as inv
+from kiln_graph._linalg import matmul as matmul
+from kiln_graph._linalg import outer as outer
+from kiln_graph._linalg import slogdet as slogdet
+from kiln_graph._linalg import solve as solve
+from kiln_graph._linalg import solve_triangular as solve_triangular
 
 # blockwise
+from kiln_graph._blockwise import Blockwise as Blockwise
+from kiln_graph._blockwise import vectorize as vectorize
