@@ -63,7 +63,7 @@ def constant(value: Any, dtype: Any = None, name: str | None = None) -> Constant
         raise KilnTypeError(f"constant: expected a value, got the symbolic variable {value!r}")
     try:
         const = Constant.create(value, dtype)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise KilnTypeError(f"constant: cannot convert {value!r} to an array: {exc}") from exc
     if name is not None and const.name is None:
         const.name = name

@@ -119,20 +119,10 @@ class Elemwise(Op):
         return Apply.create(self, padded, [TensorType(dtype, shape)])
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        try:
-            with np.errstate(all="ignore"):
-                result = self.scalar_op.impl(*inputs)
-        except ValueError as exc:
-            shapes = ", ".join(str(np.shape(v)) for v in inputs)
-            raise ShapeMismatchError(
-                f"{self}: inputs of shapes {shapes} do not broadcast together"
-            ) from exc
-        out_type = node.outputs[0].type
-        out = np.asarray(result, dtype=out_type.dtype)
-        for var, value in zip(node.inputs, inputs, strict=True):
-            if value.shape != out.shape:
-                _check_runtime_broadcast(self, var, value.shape, out.shape)
-        outputs[0] = out
+        _check_runtime_shapes(self, node.inputs, inputs)
+        with np.errstate(all="ignore"):
+            result = self.scalar_op.impl(*inputs)
+        outputs[0] = np.asarray(result, dtype=node.outputs[0].type.dtype)
 
     def infer_shape(
         self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
@@ -163,17 +153,24 @@ class Elemwise(Op):
         return result
 
 
-def _check_runtime_broadcast(
-    op: Op, var: Variable, in_shape: tuple[int, ...], out_shape: tuple[int, ...]
-) -> None:
-    static = var.type.shape
-    for d, (i, o) in enumerate(zip(in_shape, out_shape, strict=True)):
-        if i != o and static[d] != 1:
-            raise ShapeMismatchError(
-                f"{op}: input {var!r} has length {i} in dimension {d} but the result has "
-                f"length {o}; kiln broadcasts only dimensions whose static length is 1 "
-                f"(declare shape=(..., 1, ...) or use expand_dims)"
-            )
+def _check_runtime_shapes(op: Op, variables: Sequence[Variable], values: Sequence[Any]) -> None:
+    """Check, before computing, that every input not broadcast has the same lengths."""
+    shapes = [np.shape(v) for v in values]
+    for d in range(len(shapes[0])):
+        first: int | None = None
+        length = 0
+        for i, (var, shape) in enumerate(zip(variables, shapes, strict=True)):
+            if var.type.shape[d] == 1:  # type: ignore[attr-defined]
+                continue
+            if first is None:
+                first, length = i, shape[d]
+            elif shape[d] != length:
+                raise ShapeMismatchError(
+                    f"{op}: input {i} ({var!r}) has length {shape[d]} in dimension {d} "
+                    f"but input {first} ({variables[first]!r}) has length {length}; kiln "
+                    "broadcasts only dimensions whose static length is 1 (declare "
+                    "shape=(..., 1, ...) or use expand_dims)"
+                )
 
 
 def unbroadcast_to(g: Variable, x: Variable) -> Variable:

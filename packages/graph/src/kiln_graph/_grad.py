@@ -8,7 +8,12 @@ from typing import Any, Literal
 
 from kiln_graph import _join, _math, _shape, _subtensor
 from kiln_graph._basic import as_tensor
-from kiln_graph._errors import DisconnectedInputError, GradientError, KilnTypeError
+from kiln_graph._errors import (
+    DisconnectedInputError,
+    GradientError,
+    KilnTypeError,
+    KilnValueError,
+)
 from kiln_graph._node import TensorVariable, Variable
 from kiln_graph._traversal import toposort
 from kiln_graph._types import FLOAT_DTYPES, TensorType
@@ -35,6 +40,11 @@ def grad(
     wrt_list = [wrt] if single else list(wrt)  # type: ignore[list-item]
     if not wrt_list:
         raise KilnTypeError("wrt: expected a variable or a non-empty list of variables")
+    if disconnected_inputs not in ("raise", "warn", "ignore"):
+        raise KilnValueError(
+            "disconnected_inputs: expected 'raise', 'warn' or 'ignore', "
+            f"got {disconnected_inputs!r}"
+        )
     cost_t: TensorVariable | None = None
     if cost is not None:
         cost_t = as_tensor(cost)

@@ -77,9 +77,18 @@ class Program:
         self._steps = steps
         self._out_slots = tuple(slot[v] for v in self.outputs)
 
-    def __call__(self, values: Sequence[Any]) -> list[Any]:
+    def _storage(self, values: Sequence[Any]) -> list[Any]:
+        if len(values) != self._n_inputs:
+            raise KilnValueError(
+                f"expected {self._n_inputs} input value(s) (for {list(self.inputs)}), "
+                f"got {len(values)}"
+            )
         storage = list(self._template)
         storage[: self._n_inputs] = values
+        return storage
+
+    def __call__(self, values: Sequence[Any]) -> list[Any]:
+        storage = self._storage(values)
         for perform, node, ins, outs in self._steps:
             results: list[Any] = [None] * len(outs)
             try:
@@ -93,8 +102,7 @@ class Program:
 
     def run_timed(self, values: Sequence[Any], record: Callable[[Apply, float], None]) -> list[Any]:
         """Like calling the program, also passing each node and its seconds to ``record``."""
-        storage = list(self._template)
-        storage[: self._n_inputs] = values
+        storage = self._storage(values)
         for perform, node, ins, outs in self._steps:
             results: list[Any] = [None] * len(outs)
             start = time.perf_counter()

@@ -1,13 +1,16 @@
 """Scalar ops with their NumPy implementation and gradient, and the elementwise functions.
 
 Each scalar op is declared in one row: name, NumPy/SciPy implementation, number of
-inputs, output-dtype rule and gradient rule. The gradient rule receives the tensor
-inputs, the output and the output gradient of the Elemwise node, and returns one
-gradient (or ``None``) per input.
+inputs, output-dtype rule and gradient rule. The output dtype is the one the NumPy /
+SciPy implementation gives for the same input dtypes (``FROM_NFUNC``), so ``exp`` of
+``int8`` is ``float16`` and ``erf`` of ``int8`` is ``float32``, as in NumPy and SciPy.
+The gradient rule receives the tensor inputs, the output and the output gradient of the
+Elemwise node, and returns one gradient (or ``None``) per input.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -24,8 +27,8 @@ from kiln_graph._elemwise import (
     bool_out,
     cast,
     upcast,
-    upgrade_to_float,
 )
+from kiln_graph._errors import KilnTypeError
 from kiln_graph._node import TensorVariable, Variable
 
 _LN2 = math.log(2.0)
@@ -63,14 +66,48 @@ def _prod_of(*xs: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.cache
+def _ufunc_output_dtype(ufunc: np.ufunc, dtypes: tuple[str, ...]) -> str:
+    try:
+        resolved = ufunc.resolve_dtypes(tuple(np.dtype(d) for d in dtypes) + (None,))
+    except TypeError as exc:  # NumPy's UFuncTypeError (no loop for these dtypes)
+        raise KilnTypeError(
+            f"{ufunc.__name__}: not defined for inputs of dtype {', '.join(dtypes)}; "
+            "cast them first (e.g. kt.cast(x, 'float64'))"
+        ) from exc
+    return resolved[-1].name
+
+
+def like_ufunc(ufunc: np.ufunc) -> Callable[..., str]:
+    """Dtype rule: the output dtype that NumPy's (or SciPy's) ``ufunc`` gives.
+
+    Dtypes it has no loop for (``-`` on bool, ...) are an error when the graph is built.
+    """
+
+    def rule(*dtypes: str) -> str:
+        return _ufunc_output_dtype(ufunc, dtypes)
+
+    return rule
+
+
+#: Dtype rule of a table row whose implementation is a NumPy / SciPy ufunc: the output
+#: dtype is the one that ufunc gives for the same input dtypes.
+FROM_NFUNC = None
+
+
 def _declare(
     name: str,
     nfunc: Callable[..., Any],
     nin: int,
-    dtype_rule: Callable[..., str],
+    dtype_rule: Callable[..., str] | None,
     grad: GradRule | None,
     doc: str,
 ) -> type[ScalarOp]:
+    if dtype_rule is FROM_NFUNC:
+        if not isinstance(nfunc, np.ufunc):
+            raise TypeError(f"{name}: FROM_NFUNC needs a ufunc implementation, got {nfunc!r}")
+        dtype_rule = like_ufunc(nfunc)
+
     def grad_method(self: ScalarOp, inputs: Any, output: Any, gout: Any) -> list[Any]:
         if grad is None:
             return [None] * len(inputs)
@@ -100,7 +137,7 @@ def _float_dtype(x: TensorVariable) -> str:
 # Gradient rules use the elementwise functions defined below (resolved at call time).
 
 Add = _declare("Add", _sum_of, -1, upcast, lambda xs, o, g: [g] * len(xs), "x + y + ...")
-Sub = _declare("Sub", np.subtract, 2, upcast, lambda xs, o, g: [g, neg(g)], "x - y")
+Sub = _declare("Sub", np.subtract, 2, FROM_NFUNC, lambda xs, o, g: [g, neg(g)], "x - y")
 Mul = _declare(
     "Mul",
     _prod_of,
@@ -116,7 +153,7 @@ TrueDivide = _declare(
     "TrueDivide",
     np.true_divide,
     2,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, xs[1]), neg(true_divide(mul(g, o), xs[1]))],
     "x / y",
 )
@@ -124,7 +161,7 @@ FloorDivide = _declare(
     "FloorDivide",
     np.floor_divide,
     2,
-    upcast,
+    FROM_NFUNC,
     lambda xs, o, g: [_shape.zeros_like(xs[0]), _shape.zeros_like(xs[1])],
     "x // y",
 )
@@ -132,7 +169,7 @@ Mod = _declare(
     "Mod",
     np.mod,
     2,
-    upcast,
+    FROM_NFUNC,
     lambda xs, o, g: [g, neg(mul(g, floor_divide(xs[0], xs[1])))],
     "x % y (sign of y, as NumPy)",
 )
@@ -140,7 +177,7 @@ Pow = _declare(
     "Pow",
     np.power,
     2,
-    upcast,
+    FROM_NFUNC,
     lambda xs, o, g: [
         mul(g, xs[1], pow(xs[0], sub(xs[1], 1))),
         mul(g, o, log(xs[0])),
@@ -151,7 +188,7 @@ Maximum = _declare(
     "Maximum",
     np.maximum,
     2,
-    upcast,
+    FROM_NFUNC,
     lambda xs, o, g: [
         mul(g, cast(ge(xs[0], xs[1]), g.dtype)),
         mul(g, cast(lt(xs[0], xs[1]), g.dtype)),
@@ -162,7 +199,7 @@ Minimum = _declare(
     "Minimum",
     np.minimum,
     2,
-    upcast,
+    FROM_NFUNC,
     lambda xs, o, g: [
         mul(g, cast(le(xs[0], xs[1]), g.dtype)),
         mul(g, cast(gt(xs[0], xs[1]), g.dtype)),
@@ -181,26 +218,22 @@ NOT = _declare("NOT", np.logical_not, 1, bool_out, None, "logical not")
 IsNan = _declare("IsNan", np.isnan, 1, bool_out, None, "x is NaN")
 IsInf = _declare("IsInf", np.isinf, 1, bool_out, None, "x is +-inf")
 
-Neg = _declare("Neg", np.negative, 1, upcast, lambda xs, o, g: [neg(g)], "-x")
-Abs = _declare("Abs", np.abs, 1, upcast, lambda xs, o, g: [mul(g, sign(xs[0]))], "|x|")
+Neg = _declare("Neg", np.negative, 1, FROM_NFUNC, lambda xs, o, g: [neg(g)], "-x")
+Abs = _declare("Abs", np.abs, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, sign(xs[0]))], "|x|")
 Sign = _declare(
-    "Sign", np.sign, 1, upcast, lambda xs, o, g: [_shape.zeros_like(xs[0])], "sign of x"
+    "Sign", np.sign, 1, FROM_NFUNC, lambda xs, o, g: [_shape.zeros_like(xs[0])], "sign of x"
 )
-Exp = _declare("Exp", np.exp, 1, upgrade_to_float, lambda xs, o, g: [mul(g, o)], "e ** x")
-Exp2 = _declare(
-    "Exp2", np.exp2, 1, upgrade_to_float, lambda xs, o, g: [mul(g, o, _LN2)], "2 ** x"
-)
+Exp = _declare("Exp", np.exp, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, o)], "e ** x")
+Exp2 = _declare("Exp2", np.exp2, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, o, _LN2)], "2 ** x")
 Expm1 = _declare(
-    "Expm1", np.expm1, 1, upgrade_to_float, lambda xs, o, g: [mul(g, add(o, 1))], "exp(x) - 1"
+    "Expm1", np.expm1, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, add(o, 1))], "exp(x) - 1"
 )
-Log = _declare(
-    "Log", np.log, 1, upgrade_to_float, lambda xs, o, g: [true_divide(g, xs[0])], "log(x)"
-)
+Log = _declare("Log", np.log, 1, FROM_NFUNC, lambda xs, o, g: [true_divide(g, xs[0])], "log(x)")
 Log2 = _declare(
     "Log2",
     np.log2,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, mul(xs[0], _LN2))],
     "log2(x)",
 )
@@ -208,7 +241,7 @@ Log10 = _declare(
     "Log10",
     np.log10,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, mul(xs[0], _LN10))],
     "log10(x)",
 )
@@ -216,7 +249,7 @@ Log1p = _declare(
     "Log1p",
     np.log1p,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, add(xs[0], 1))],
     "log(1 + x)",
 )
@@ -224,26 +257,24 @@ Sqrt = _declare(
     "Sqrt",
     np.sqrt,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(mul(g, 0.5), o)],
     "square root",
 )
-Square = _declare(
-    "Square", np.square, 1, upcast, lambda xs, o, g: [mul(g, 2, xs[0])], "x ** 2"
-)
+Square = _declare("Square", np.square, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, 2, xs[0])], "x ** 2")
 Reciprocal = _declare(
     "Reciprocal",
     np.reciprocal,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [neg(mul(g, square(o)))],
-    "1 / x",
+    "1 / x (as NumPy: integer x gives an integer result)",
 )
 Sigmoid = _declare(
     "Sigmoid",
     sp.expit,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [mul(g, o, sub(1, o))],
     "1 / (1 + exp(-x))",
 )
@@ -251,7 +282,7 @@ Softplus = _declare(
     "Softplus",
     lambda x: np.logaddexp(0, x),
     1,
-    upgrade_to_float,
+    lambda x: _ufunc_output_dtype(np.logaddexp, (x, x)),
     lambda xs, o, g: [mul(g, sigmoid(xs[0]))],
     "log(1 + exp(x))",
 )
@@ -259,7 +290,7 @@ Log1mexp = _declare(
     "Log1mexp",
     _log1mexp,
     1,
-    upgrade_to_float,
+    like_ufunc(np.expm1),
     lambda xs, o, g: [neg(true_divide(g, expm1(neg(xs[0]))))],
     "log(1 - exp(x)) for x <= 0",
 )
@@ -267,35 +298,33 @@ Logit = _declare(
     "Logit",
     sp.logit,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, mul(xs[0], sub(1, xs[0])))],
     "log(x / (1 - x))",
 )
 Tanh = _declare(
-    "Tanh", np.tanh, 1, upgrade_to_float, lambda xs, o, g: [mul(g, sub(1, square(o)))], "tanh"
+    "Tanh", np.tanh, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, sub(1, square(o)))], "tanh"
 )
-Sinh = _declare("Sinh", np.sinh, 1, upgrade_to_float, lambda xs, o, g: [mul(g, cosh(xs[0]))], "")
-Cosh = _declare("Cosh", np.cosh, 1, upgrade_to_float, lambda xs, o, g: [mul(g, sinh(xs[0]))], "")
+Sinh = _declare("Sinh", np.sinh, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, cosh(xs[0]))], "")
+Cosh = _declare("Cosh", np.cosh, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, sinh(xs[0]))], "")
 Arcsinh = _declare(
     "Arcsinh",
     np.arcsinh,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, sqrt(add(square(xs[0]), 1)))],
     "inverse hyperbolic sine",
 )
-Sin = _declare("Sin", np.sin, 1, upgrade_to_float, lambda xs, o, g: [mul(g, cos(xs[0]))], "sine")
-Cos = _declare(
-    "Cos", np.cos, 1, upgrade_to_float, lambda xs, o, g: [neg(mul(g, sin(xs[0])))], "cosine"
-)
+Sin = _declare("Sin", np.sin, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, cos(xs[0]))], "sine")
+Cos = _declare("Cos", np.cos, 1, FROM_NFUNC, lambda xs, o, g: [neg(mul(g, sin(xs[0])))], "cosine")
 Tan = _declare(
-    "Tan", np.tan, 1, upgrade_to_float, lambda xs, o, g: [mul(g, add(1, square(o)))], "tangent"
+    "Tan", np.tan, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, add(1, square(o)))], "tangent"
 )
 Arctan = _declare(
     "Arctan",
     np.arctan,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, add(1, square(xs[0])))],
     "inverse tangent",
 )
@@ -303,7 +332,7 @@ Erf = _declare(
     "Erf",
     sp.erf,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [mul(g, 2 / _SQRT_PI, exp(neg(square(xs[0]))))],
     "error function",
 )
@@ -311,7 +340,7 @@ Erfc = _declare(
     "Erfc",
     sp.erfc,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [mul(g, -2 / _SQRT_PI, exp(neg(square(xs[0]))))],
     "1 - erf(x)",
 )
@@ -319,7 +348,7 @@ Erfcx = _declare(
     "Erfcx",
     sp.erfcx,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [mul(g, sub(mul(2, xs[0], o), 2 / _SQRT_PI))],
     "exp(x**2) * erfc(x)",
 )
@@ -327,7 +356,7 @@ Erfinv = _declare(
     "Erfinv",
     sp.erfinv,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [mul(g, _SQRT_PI / 2, exp(square(o)))],
     "inverse error function",
 )
@@ -335,7 +364,7 @@ Gammaln = _declare(
     "Gammaln",
     sp.gammaln,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [mul(g, digamma(xs[0]))],
     "log |Gamma(x)|",
 )
@@ -343,7 +372,7 @@ Digamma = _declare(
     "Digamma",
     sp.digamma,
     1,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [mul(g, polygamma(1, xs[0]))],
     "d/dx log Gamma(x)",
 )
@@ -351,7 +380,7 @@ Polygamma = _declare(
     "Polygamma",
     lambda n, x: sp.polygamma(n, x),
     2,
-    lambda n, x: upgrade_to_float(x),
+    lambda n, x: _ufunc_output_dtype(sp.digamma, (x,)),
     lambda xs, o, g: [None, mul(g, polygamma(add(xs[0], 1), xs[1]))],
     "n-th derivative of digamma",
 )
@@ -359,7 +388,7 @@ Betaln = _declare(
     "Betaln",
     sp.betaln,
     2,
-    upgrade_to_float,
+    FROM_NFUNC,
     lambda xs, o, g: [
         mul(g, sub(digamma(xs[0]), digamma(add(xs[0], xs[1])))),
         mul(g, sub(digamma(xs[1]), digamma(add(xs[0], xs[1])))),
@@ -367,9 +396,9 @@ Betaln = _declare(
     "log |B(a, b)|",
 )
 Floor = _declare(
-    "Floor", np.floor, 1, upcast, lambda xs, o, g: [_shape.zeros_like(xs[0])], "floor"
+    "Floor", np.floor, 1, FROM_NFUNC, lambda xs, o, g: [_shape.zeros_like(xs[0])], "floor"
 )
-Ceil = _declare("Ceil", np.ceil, 1, upcast, lambda xs, o, g: [_shape.zeros_like(xs[0])], "ceil")
+Ceil = _declare("Ceil", np.ceil, 1, FROM_NFUNC, lambda xs, o, g: [_shape.zeros_like(xs[0])], "ceil")
 Round = _declare(
     "Round",
     _round_half_to_even,

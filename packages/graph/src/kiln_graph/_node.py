@@ -185,14 +185,21 @@ class TensorVariable(Variable):
     def __abs__(self) -> Any:
         return _ops.abs(self)
 
+    # ``&``, ``|`` and ``~`` are logical (bool operands only), never bitwise.
     def __invert__(self) -> Any:
-        return _ops.logical_not(self)
+        return _ops.logical_not(_bool_operand("~", self))
 
     def __and__(self, other: Any) -> Any:
-        return _ops.logical_and(self, other)
+        return _ops.logical_and(_bool_operand("&", self), _bool_operand("&", other))
+
+    def __rand__(self, other: Any) -> Any:
+        return _ops.logical_and(_bool_operand("&", other), _bool_operand("&", self))
 
     def __or__(self, other: Any) -> Any:
-        return _ops.logical_or(self, other)
+        return _ops.logical_or(_bool_operand("|", self), _bool_operand("|", other))
+
+    def __ror__(self, other: Any) -> Any:
+        return _ops.logical_or(_bool_operand("|", other), _bool_operand("|", self))
 
     def __lt__(self, other: Any) -> Any:
         return _ops.lt(self, other)
@@ -267,6 +274,18 @@ class TensorVariable(Variable):
     def flatten(self) -> Any:
         """Flatten to one dimension."""
         return _ops.flatten(self)
+
+
+def _bool_operand(op: str, x: Any) -> Any:
+    """Return ``x`` if it is a bool tensor or value, else raise: ``op`` is not bitwise."""
+    dtype = x.dtype if isinstance(x, TensorVariable) else np.asarray(x).dtype.name
+    if dtype != "bool":
+        raise KilnTypeError(
+            f"{op}: expected bool operands, got dtype {dtype}; kiln's {op} is logical, not "
+            "bitwise: compare first (e.g. x > 0) or call kt.logical_and / kt.logical_or / "
+            "kt.logical_not"
+        )
+    return x
 
 
 class Constant(TensorVariable):

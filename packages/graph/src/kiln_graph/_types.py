@@ -170,11 +170,12 @@ class TensorType(Type):
 def _safe_to_cast(arr: np.ndarray, dtype: str) -> bool:
     if np.can_cast(arr.dtype, dtype, casting="safe"):
         return True
-    # Python ints/floats arrive as int64/float64 arrays: accept when the values survive.
+    # Python ints/floats arrive as int64/float64 arrays: accept when the values survive
+    # (NaN included: it survives a cast between float dtypes).
     if arr.dtype.kind in "biuf" and np.dtype(dtype).kind in "biuf":
         with np.errstate(all="ignore"):
             cast = arr.astype(dtype)
-        return bool(np.array_equal(cast, arr))
+        return bool(np.array_equal(cast, arr, equal_nan=True))
     return False
 
 

@@ -26,8 +26,10 @@ def evaluate(outputs: Variable | Sequence[Variable], givens: Mapping[Variable, A
     single = isinstance(outputs, Variable)
     outs = [outputs] if single else list(outputs)  # type: ignore[list-item]
     inputs = list(givens)
-    values = [v.type.filter(givens[v]) if isinstance(v.type, TensorType) else givens[v]
-              for v in inputs]
+    values = [
+        v.type.filter(givens[v], name=repr(v)) if isinstance(v.type, TensorType) else givens[v]
+        for v in inputs
+    ]
     for v in graph_inputs(outs):
         if v not in givens and hasattr(v, "get_value"):
             inputs.append(v)
