@@ -5,6 +5,10 @@ gives the same node. The NumPy-like user API is :mod:`kiln_graph.tensor`.
 """
 
 from kiln_graph import tensor
+from kiln_graph._advanced_subtensor import AdvancedIncSubtensor as AdvancedIncSubtensor
+from kiln_graph._advanced_subtensor import AdvancedIncSubtensor1 as AdvancedIncSubtensor1
+from kiln_graph._advanced_subtensor import AdvancedSubtensor as AdvancedSubtensor
+from kiln_graph._advanced_subtensor import AdvancedSubtensor1 as AdvancedSubtensor1
 from kiln_graph._blockwise import Blockwise as Blockwise
 from kiln_graph._elemwise import DimShuffle as DimShuffle
 from kiln_graph._elemwise import Elemwise as Elemwise
@@ -12,6 +16,7 @@ from kiln_graph._elemwise import ScalarOp as ScalarOp
 from kiln_graph._errors import DisconnectedInputError as DisconnectedInputError
 from kiln_graph._errors import GradientError as GradientError
 from kiln_graph._errors import KilnError as KilnError
+from kiln_graph._errors import KilnIndexError as KilnIndexError
 from kiln_graph._errors import KilnTypeError as KilnTypeError
 from kiln_graph._errors import KilnValueError as KilnValueError
 from kiln_graph._errors import ShapeMismatchError as ShapeMismatchError
@@ -33,6 +38,8 @@ from kiln_graph._opfromgraph import OpFromGraph as OpFromGraph
 from kiln_graph._printing import dprint as dprint
 from kiln_graph._printing import format_graph as format_graph
 from kiln_graph._shape_infer import infer_shape as infer_shape
+from kiln_graph._subtensor import IncSubtensor as IncSubtensor
+from kiln_graph._subtensor import Subtensor as Subtensor
 from kiln_graph._traversal import ancestors as ancestors
 from kiln_graph._traversal import graph_inputs as graph_inputs
 from kiln_graph._traversal import graph_replace as graph_replace

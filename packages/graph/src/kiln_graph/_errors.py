@@ -23,3 +23,7 @@ class DisconnectedInputError(KilnValueError):
 
 class GradientError(KilnValueError):
     """A gradient is undefined or was requested for an invalid cost."""
+
+
+class KilnIndexError(KilnError, IndexError):
+    """An index is out of bounds, or an indexing expression has too many indices."""

@@ -115,6 +115,9 @@ from kiln_graph._join import concatenate as concatenate
 from kiln_graph._join import stack as stack
 
 # indexing
+from kiln_graph._subtensor import getitem as getitem
+from kiln_graph._subtensor import inc_subtensor as inc_subtensor
+from kiln_graph._subtensor import set_subtensor as set_subtensor
 
 # linear algebra
 from kiln_graph._linalg import cholesky as cholesky
