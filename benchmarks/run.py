@@ -34,7 +34,7 @@ def _time(fn: Callable[[], object], repeats: int, number: int = 1) -> list[float
 
 
 def build_chain(n_nodes: int) -> tuple[kt.TensorVariable, kt.TensorVariable]:
-    """A fresh input and an expression of about ``n_nodes`` elementwise nodes over it."""
+    """Return a fresh input and an expression of about ``n_nodes`` elementwise nodes over it."""
     x = kt.vector("x")
     y = x
     for i in range(n_nodes // 2):
@@ -71,7 +71,7 @@ def bench_vm_call(repeats: int, trust_input: bool) -> dict:
 
 
 def bench_numpy_call(repeats: int) -> dict:
-    """The same small computation in plain NumPy, as the floor for per-call overhead."""
+    """Time the same small computation in plain NumPy, the floor for per-call overhead."""
     value = np.ones(3)
     times = _time(lambda: np.sum(np.exp(value) * 2.0 + 1.0), repeats, number=2000)
     return {"median_s": statistics.median(times), "times_s": times}
@@ -93,9 +93,7 @@ def main() -> None:
     numpy_median = results["numpy_call_small_graph"]["median_s"]
     ratios = {
         "vm_call_over_numpy": results["vm_call_small_graph"]["median_s"] / numpy_median,
-        "vm_call_trust_input_over_numpy": results["vm_call_small_graph_trust_input"][
-            "median_s"
-        ]
+        "vm_call_trust_input_over_numpy": results["vm_call_small_graph_trust_input"]["median_s"]
         / numpy_median,
         "grad_over_construction": results["grad_10k_nodes"]["median_s"]
         / results["graph_construction_10k_nodes"]["median_s"],

@@ -46,7 +46,7 @@ def build_logp():
 
 
 def reference_logp(point: np.ndarray) -> float:
-    """The same log density with scipy.stats."""
+    """Compute the same log density with scipy.stats."""
     mu, log_tau, z = point[0], point[1], point[2:]
     tau = np.exp(log_tau)
     return float(

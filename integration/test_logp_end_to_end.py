@@ -1,10 +1,11 @@
 """Cross-package: a hand-built model log density, its gradient, compiled and called."""
 
-import kiln
-import kiln.tensor as kt
 import numpy as np
 import pytest
 from scipy import stats
+
+import kiln
+import kiln.tensor as kt
 
 
 def _normal_logp(x, mu, sigma):

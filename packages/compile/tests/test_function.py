@@ -2,10 +2,11 @@
 
 import warnings
 
-import kiln_compile
-import kiln_graph.tensor as kt
 import numpy as np
 import pytest
+
+import kiln_compile
+import kiln_graph.tensor as kt
 from kiln_compile import FAST_COMPILE, Config, Mode, function, get_linker
 from kiln_compile import _linkers as linkers
 from kiln_compile.testing import compare_with_vm

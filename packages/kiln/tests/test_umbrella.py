@@ -4,10 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import kiln
 import kiln.tensor as kt
 import kiln_graph.tensor
-import numpy as np
 
 
 def test_reexports():
@@ -26,8 +27,6 @@ def test_docstring_example():
 
 def test_demo_runs():
     demo = Path(__file__).parents[3] / "examples" / "demo.py"
-    out = subprocess.run(
-        [sys.executable, str(demo)], capture_output=True, text=True, timeout=300
-    )
+    out = subprocess.run([sys.executable, str(demo)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "demo OK" in out.stdout

@@ -55,9 +55,7 @@ class Config:
         """Set one setting by name, converting strings to the setting's type."""
         fields = {f.name: f for f in dataclasses.fields(self)}
         if name not in fields:
-            raise KilnValueError(
-                f"unknown kiln setting {name!r}; valid settings: {sorted(fields)}"
-            )
+            raise KilnValueError(f"unknown kiln setting {name!r}; valid settings: {sorted(fields)}")
         current = getattr(self, name)
         if isinstance(current, bool) and isinstance(value, str):
             if value.lower() not in ("true", "false", "1", "0"):

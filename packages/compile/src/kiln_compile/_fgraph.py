@@ -59,7 +59,12 @@ class FunctionGraph:
 
             def key(v: Variable) -> bytes:
                 if v in position:
-                    return b"in" + str(position[v]).encode() + v.type.__class__.__name__.encode() + repr(v.type.key()).encode()
+                    return (
+                        b"in"
+                        + str(position[v]).encode()
+                        + v.type.__class__.__name__.encode()
+                        + repr(v.type.key()).encode()
+                    )
                 if v.owner is None:
                     return v.digest_bytes
                 return memo[v]

@@ -6,6 +6,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kiln_compile._config import config
+from kiln_compile._fgraph import FunctionGraph
+from kiln_compile._linkers import Thunk, get_linker, resolve_linker_name
+from kiln_compile._mode import Mode, get_mode
+from kiln_compile._profile import Profile
 from kiln_graph import (
     Constant,
     KilnTypeError,
@@ -17,12 +22,6 @@ from kiln_graph import (
     graph_replace,
 )
 from kiln_graph.tensor import as_tensor
-
-from kiln_compile._config import config
-from kiln_compile._fgraph import FunctionGraph
-from kiln_compile._linkers import Thunk, get_linker, resolve_linker_name
-from kiln_compile._mode import Mode, get_mode
-from kiln_compile._profile import Profile
 
 
 def _as_update_pairs(updates: Any) -> list[tuple[SharedVariable, Variable]]:
@@ -47,7 +46,9 @@ def _as_update_pairs(updates: Any) -> list[tuple[SharedVariable, Variable]]:
                     f"expected {target.type} (cast it with kt.cast)"
                 )
         elif not isinstance(expr, Variable) or type(expr.type) is not type(target.type):
-            raise KilnTypeError(f"updates: the new value of {target!r} must have type {target.type}")
+            raise KilnTypeError(
+                f"updates: the new value of {target!r} must have type {target.type}"
+            )
         pairs.append((target, expr))
     targets = [t for t, _ in pairs]
     if len(set(targets)) != len(targets):
@@ -100,7 +101,7 @@ def prepare(
     for target, _ in pairs:
         if target not in shared:
             shared.append(target)
-    return FunctionGraph(ins + shared, all_outs, len(ins), [t for t, _ in pairs])
+    return FunctionGraph([*ins, *shared], all_outs, len(ins), [t for t, _ in pairs])
 
 
 class Function:
@@ -236,8 +237,9 @@ def function(
     """
     if isinstance(inputs, Variable):
         raise KilnTypeError("inputs: expected a list of variables, got a single variable")
+    # Anything but a list or tuple is one output (prepare() converts non-variables).
     single = not isinstance(outputs, list | tuple)
-    outs = [outputs] if single else list(outputs)  # type: ignore[list-item]
+    outs: list[Any] = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
     the_mode = get_mode(mode)
     prof = Profile() if profile else None
     t0 = time.perf_counter()

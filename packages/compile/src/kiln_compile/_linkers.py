@@ -8,10 +8,9 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from kiln_graph import KilnValueError
-
 from kiln_compile._fgraph import FunctionGraph
 from kiln_compile._profile import Profile
+from kiln_graph import KilnValueError
 
 #: The package that provides each backend kiln knows about.
 KNOWN_BACKENDS: dict[str, str] = {

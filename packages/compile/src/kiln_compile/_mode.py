@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kiln_graph import KilnTypeError, KilnValueError
-
 from kiln_compile._fgraph import FunctionGraph
+from kiln_graph import KilnTypeError, KilnValueError
 
 RewritePass = Callable[[FunctionGraph], FunctionGraph]
 
@@ -70,5 +69,7 @@ def get_mode(mode: Any) -> Mode:
     if isinstance(mode, str):
         if mode in _PREDEFINED:
             return _PREDEFINED[mode]
-        raise KilnValueError(f"mode: unknown mode {mode!r}; expected one of {sorted(_PREDEFINED)} or a Mode")
+        raise KilnValueError(
+            f"mode: unknown mode {mode!r}; expected one of {sorted(_PREDEFINED)} or a Mode"
+        )
     raise KilnTypeError(f"mode: expected a Mode, a mode name or None, got {mode!r}")

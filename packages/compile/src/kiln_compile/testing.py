@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from kiln_graph import Variable
 
 from kiln_compile._function import function
 from kiln_compile._mode import Mode
+from kiln_graph import Variable
 
 
 def compare_with_vm(

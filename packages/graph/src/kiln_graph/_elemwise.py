@@ -29,13 +29,13 @@ def upcast(*dtypes: str) -> str:
 
 @functools.cache
 def upgrade_to_float(*dtypes: str) -> str:
-    """The result dtype, made ``float64`` when all inputs are integer or bool."""
+    """Return the result dtype, made ``float64`` when all inputs are integer or bool."""
     out = np.result_type(*dtypes)
     return out.name if out.kind in "fc" else "float64"
 
 
 def bool_out(*dtypes: str) -> str:
-    """Always ``bool``."""
+    """Return ``bool``, whatever the input dtypes."""
     return "bool"
 
 
@@ -54,7 +54,7 @@ class ScalarOp(Props):
     identity: ClassVar[str] = ""
 
     def output_dtype(self, *dtypes: str) -> str:
-        """The output dtype for inputs of ``dtypes``."""
+        """Return the output dtype for inputs of ``dtypes``."""
         return self.dtype_rule(*dtypes)
 
     def impl(self, *inputs: np.ndarray) -> Any:
@@ -122,16 +122,16 @@ class Elemwise(Op):
         _check_runtime_shapes(self, node.inputs, inputs)
         with np.errstate(all="ignore"):
             result = self.scalar_op.impl(*inputs)
-        outputs[0] = np.asarray(result, dtype=node.outputs[0].type.dtype)
+        outputs[0] = np.asarray(result, dtype=node.outputs[0].type.dtype)  # type: ignore[attr-defined]
 
     def infer_shape(
         self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
     ) -> list[tuple[Variable, ...] | None]:
         out_shape: list[Variable] = []
-        for d in range(node.outputs[0].type.ndim):
+        for d in range(node.outputs[0].type.ndim):  # type: ignore[attr-defined]
             dim: Variable = _shape.shape_constant(1)
             for var, shp in zip(node.inputs, input_shapes, strict=True):
-                if not var.type.broadcastable[d] and shp is not None:
+                if not var.type.broadcastable[d] and shp is not None:  # type: ignore[attr-defined]
                     dim = shp[d]
                     break
             out_shape.append(dim)
@@ -146,7 +146,7 @@ class Elemwise(Op):
         grads = self.scalar_op.grad(inputs, outputs[0], output_grads[0])  # type: ignore[arg-type]
         result: list[Variable | None] = []
         for x, g in zip(inputs, grads, strict=True):
-            if g is None or x.type.dtype in DISCRETE_DTYPES:
+            if g is None or x.type.dtype in DISCRETE_DTYPES:  # type: ignore[attr-defined]
                 result.append(None)
             else:
                 result.append(unbroadcast_to(g, x))
@@ -181,9 +181,7 @@ def unbroadcast_to(g: Variable, x: Variable) -> Variable:
     if from_tensor.ndim > xt.ndim:
         from_tensor = _reduce.sum_axes(from_tensor, tuple(range(from_tensor.ndim - xt.ndim)), False)
     axes = tuple(
-        d
-        for d in range(xt.ndim)
-        if xt.broadcastable[d] and not from_tensor.type.broadcastable[d]
+        d for d in range(xt.ndim) if xt.broadcastable[d] and not from_tensor.type.broadcastable[d]
     )
     if axes:
         from_tensor = _reduce.sum_axes(from_tensor, axes, True)
@@ -299,7 +297,7 @@ class Cast(ScalarOp):
     def output_dtype(self, *dtypes: str) -> str:
         return self.dtype
 
-    def impl(self, x: np.ndarray) -> Any:
+    def impl(self, x: np.ndarray) -> Any:  # type: ignore[override]  # unary
         return np.asarray(x).astype(self.dtype)
 
     def grad(

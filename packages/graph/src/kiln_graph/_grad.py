@@ -14,7 +14,7 @@ from kiln_graph._errors import (
     KilnTypeError,
     KilnValueError,
 )
-from kiln_graph._node import TensorVariable, Variable
+from kiln_graph._node import TensorVariable, Variable, as_variable_list
 from kiln_graph._traversal import toposort
 from kiln_graph._types import FLOAT_DTYPES, TensorType
 
@@ -37,7 +37,7 @@ def grad(
     >>> g = grad(kt.sum(x**2), x)  # 2 * x  # doctest: +SKIP
     """
     single = isinstance(wrt, Variable)
-    wrt_list = [wrt] if single else list(wrt)  # type: ignore[list-item]
+    wrt_list = as_variable_list(wrt)
     if not wrt_list:
         raise KilnTypeError("wrt: expected a variable or a non-empty list of variables")
     if disconnected_inputs not in ("raise", "warn", "ignore"):
@@ -82,10 +82,7 @@ def grad(
             continue
         if not any(i in connected for i in node.inputs):
             continue
-        out_grads = [grads.get(o) for o in node.outputs]
-        out_grads = [
-            g if g is not None else _zeros_for(o) for g, o in zip(out_grads, node.outputs, strict=True)
-        ]
+        out_grads = [grads[o] if o in grads else _zeros_for(o) for o in node.outputs]
         try:
             in_grads = node.op.L_op(node.inputs, node.outputs, out_grads)
         except NotImplementedError as exc:
@@ -94,16 +91,16 @@ def grad(
             raise GradientError(
                 f"{node.op}.L_op returned {len(in_grads)} gradients for {len(node.inputs)} inputs"
             )
-        for x, g in zip(node.inputs, in_grads, strict=True):
-            if g is None or x not in connected:
+        for x, g_in in zip(node.inputs, in_grads, strict=True):
+            if g_in is None or x not in connected:
                 continue
-            g = as_tensor(g)
+            g = as_tensor(g_in)
             prev = grads.get(x)
             grads[x] = g if prev is None else _math.add(prev, g)
     result = []
     for i, w in enumerate(wrt_list):
-        g = grads.get(w)
-        if g is None:
+        g_w = grads.get(w)
+        if g_w is None:
             if disconnected_inputs == "raise":
                 raise DisconnectedInputError(
                     f"wrt[{i}]: the cost does not depend on {w!r}; pass "
@@ -114,8 +111,8 @@ def grad(
                     f"grad: the cost does not depend on {w!r}; its gradient is zero",
                     stacklevel=2,
                 )
-            g = _shape.zeros_like(w)
-        result.append(g)
+            g_w = _shape.zeros_like(w)
+        result.append(g_w)
     return result[0] if single else result
 
 
@@ -133,7 +130,7 @@ def jacobian(expression: Variable, wrt: Variable | Sequence[Variable]) -> Any:
     """
     expr = as_tensor(expression)
     single = isinstance(wrt, Variable)
-    wrt_list = [wrt] if single else list(wrt)  # type: ignore[list-item]
+    wrt_list = as_variable_list(wrt)
     if expr.ndim == 0:
         res = grad(expr, wrt_list)
         return res[0] if single else res
@@ -146,8 +143,7 @@ def jacobian(expression: Variable, wrt: Variable | Sequence[Variable]) -> Any:
             "(give the input a static shape)"
         )
     rows = [
-        grad(_subtensor.getitem(expr, i), wrt_list, disconnected_inputs="ignore")
-        for i in range(n)
+        grad(_subtensor.getitem(expr, i), wrt_list, disconnected_inputs="ignore") for i in range(n)
     ]
     out = [_join.stack([r[k] for r in rows]) for k in range(len(wrt_list))]
     return out[0] if single else out
@@ -156,7 +152,7 @@ def jacobian(expression: Variable, wrt: Variable | Sequence[Variable]) -> Any:
 def hessian(cost: Variable, wrt: Variable | Sequence[Variable]) -> Any:
     """Return the matrix of second derivatives of the scalar ``cost`` w.r.t. vector ``wrt``."""
     single = isinstance(wrt, Variable)
-    wrt_list = [wrt] if single else list(wrt)  # type: ignore[list-item]
+    wrt_list = as_variable_list(wrt)
     out = []
     for w in wrt_list:
         g = grad(cost, w)

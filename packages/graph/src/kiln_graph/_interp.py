@@ -69,9 +69,7 @@ class Program:
                 if isinstance(v, Constant):
                     template[slot_of(v)] = v.data
                 else:
-                    raise MissingInputError(
-                        f"output {v!r} is a root variable that is not an input"
-                    )
+                    raise MissingInputError(f"output {v!r} is a root variable that is not an input")
         self._n_inputs = len(self.inputs)
         self._template = template
         self._steps = steps

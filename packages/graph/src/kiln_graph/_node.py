@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -100,6 +100,17 @@ class Variable:
             "A symbolic variable has no truth value; use kt.switch / kt.where or compare "
             "values after compiling"
         )
+
+
+def as_variable_list(x: Variable | Iterable[Variable]) -> list[Variable]:
+    """Return ``[x]`` for one variable, else the variables of ``x`` as a new list.
+
+    Callers that return one result for one variable and a list for a list test
+    ``isinstance(x, Variable)`` themselves.
+    """
+    if isinstance(x, Variable):
+        return [x]
+    return list(x)
 
 
 class TensorVariable(Variable):

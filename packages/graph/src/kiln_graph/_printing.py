@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable
 from typing import TextIO
 
-from kiln_graph._node import Constant, Variable
+from kiln_graph._node import Constant, Variable, as_variable_list
 
 
 def dprint(
@@ -39,7 +39,7 @@ def format_graph(outputs: Variable | Iterable[Variable], print_type: bool = True
      │  └─ x [id C] float64 ()
      └─ 1.0 [id D] float64 ()
     """
-    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    outs = as_variable_list(outputs)
     ids: dict[Variable, str] = {}
     lines: list[str] = []
 

@@ -19,7 +19,7 @@ from kiln_graph._types import DISCRETE_DTYPES, INTEGER_DTYPES, TensorType
 
 
 def shape_constant(n: int) -> Constant:
-    """An int64 scalar constant, the element type of symbolic shapes."""
+    """Return ``n`` as an int64 scalar constant, the element type of symbolic shapes."""
     return constant(np.int64(n))
 
 
@@ -65,7 +65,7 @@ class ShapeI(Op):
 
 
 def shape(x: Any) -> TensorVariable:
-    """The shape of ``x`` as a symbolic int64 vector (a constant when fully static)."""
+    """Return the shape of ``x`` as a symbolic int64 vector (a constant when fully static)."""
     x = as_tensor(x)
     if None not in x.type.shape:
         return constant(np.array(x.type.shape, dtype="int64"))
@@ -73,7 +73,7 @@ def shape(x: Any) -> TensorVariable:
 
 
 def shape_i(x: Any, i: int) -> TensorVariable:
-    """The length of dimension ``i`` of ``x``: a constant when static."""
+    """Return the length of dimension ``i`` of ``x``: a constant when static."""
     x = as_tensor(x)
     if not isinstance(i, int | np.integer) or not -x.ndim <= i < x.ndim:
         raise KilnValueError(f"shape_i: dimension {i!r} is out of range for a {x.ndim}-d tensor")
@@ -82,7 +82,7 @@ def shape_i(x: Any, i: int) -> TensorVariable:
 
 
 def shape_tuple(x: Any) -> tuple[TensorVariable, ...]:
-    """The shape of ``x`` as a tuple of int64 scalar variables."""
+    """Return the shape of ``x`` as a tuple of int64 scalar variables."""
     x = as_tensor(x)
     return tuple(shape_i(x, i) for i in range(x.ndim))
 
@@ -144,7 +144,7 @@ def as_shape_vector(shape: Any, argname: str = "shape") -> TensorVariable:
 
 
 def _static_entries(shape_vec: TensorVariable) -> list[int | None]:
-    """Static values of each entry of an int64 shape vector (``None`` if unknown)."""
+    """Return the static value of each entry of an int64 shape vector (``None`` if unknown)."""
     n = shape_vec.type.shape[0]
     assert n is not None
     if isinstance(shape_vec, Constant):
@@ -181,9 +181,8 @@ class Reshape(Op):
             raise KilnValueError("reshape: at most one dimension can be -1")
         out: list[int | None] = [e if e is None or e >= 0 else None for e in entries]
         size = _static_size(x.type.shape)
-        others = [e for e in entries if e != -1]
-        if -1 in entries and size is not None and None not in others:
-            rest = int(np.prod(others, dtype="int64"))
+        rest = _static_size(tuple(e for e in entries if e != -1))  # None: an entry is unknown
+        if -1 in entries and size is not None and rest is not None:
             if rest == 0 or size % rest:
                 raise ShapeMismatchError(
                     f"reshape: cannot reshape {x.type.shape} into {tuple(entries)}"
@@ -243,9 +242,10 @@ def _product(dims: Sequence[Variable]) -> Variable:
 
 
 def _static_size(shape: tuple[int | None, ...]) -> int | None:
-    if None in shape:
+    known = [n for n in shape if n is not None]
+    if len(known) < len(shape):
         return None
-    return int(np.prod(shape, dtype="int64"))
+    return int(np.prod(known, dtype="int64"))
 
 
 def reshape(x: Any, newshape: Any) -> TensorVariable:
@@ -344,12 +344,12 @@ def broadcast_to(x: Any, shape: Any) -> TensorVariable:
 
 
 def alloc(value: Any, *shape: Any) -> TensorVariable:
-    """An array of ``shape`` filled by broadcasting ``value``."""
+    """Return an array of ``shape`` filled by broadcasting ``value``."""
     return Alloc()(as_tensor(value), *shape)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> TensorVariable:
-    """An array of ``shape`` filled with ``fill_value``."""
+    """Return an array of ``shape`` filled with ``fill_value``."""
     value = as_tensor(fill_value, dtype=dtype)
     if dtype is not None:
         value = _elemwise.cast(value, dtype)
@@ -357,12 +357,12 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> TensorVariable:
 
 
 def zeros(shape: Any, dtype: Any = "float64") -> TensorVariable:
-    """An array of zeros."""
+    """Return an array of zeros."""
     return full(shape, 0, dtype)
 
 
 def ones(shape: Any, dtype: Any = "float64") -> TensorVariable:
-    """An array of ones."""
+    """Return an array of ones."""
     return full(shape, 1, dtype)
 
 

@@ -6,14 +6,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from kiln_graph import _shape
-from kiln_graph._node import Variable
+from kiln_graph._node import Variable, as_variable_list
 from kiln_graph._traversal import toposort
 from kiln_graph._types import TensorType
 
 
-def infer_shape(
-    outputs: Variable | Iterable[Variable], stop_at: Iterable[Variable] = ()
-) -> Any:
+def infer_shape(outputs: Variable | Iterable[Variable], stop_at: Iterable[Variable] = ()) -> Any:
     """Return the shape of each output as a tuple of int64 scalar variables.
 
     The result is built from the inputs' shapes through each Op's ``infer_shape``, so
@@ -21,7 +19,7 @@ def infer_shape(
     tuple out; a list in, a list out.
     """
     single = isinstance(outputs, Variable)
-    outs = [outputs] if single else list(outputs)  # type: ignore[list-item]
+    outs = as_variable_list(outputs)
     memo: dict[Variable, tuple[Variable, ...] | None] = {}
 
     def shape_of(v: Variable) -> tuple[Variable, ...] | None:

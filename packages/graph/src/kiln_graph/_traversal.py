@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from kiln_graph._errors import KilnTypeError
-from kiln_graph._node import Apply, Constant, Variable
+from kiln_graph._node import Apply, Constant, Variable, as_variable_list
 from kiln_graph._types import TensorType
-
-
-def _as_list(outputs: Variable | Iterable[Variable]) -> list[Variable]:
-    if isinstance(outputs, Variable):
-        return [outputs]
-    return list(outputs)
 
 
 def toposort(
@@ -25,7 +19,7 @@ def toposort(
     stop = set(stop_at)
     order: list[Apply] = []
     visited: set[Apply] = set()
-    for out in _as_list(outputs):
+    for out in as_variable_list(outputs):
         if out.owner is None or out in stop or out.owner in visited:
             continue
         stack: list[tuple[Apply, int]] = [(out.owner, 0)]
@@ -49,7 +43,7 @@ def ancestors(
 ) -> list[Variable]:
     """Return every variable that ``outputs`` depend on, including themselves."""
     stop = set(stop_at)
-    outs = _as_list(outputs)
+    outs = as_variable_list(outputs)
     seen: dict[Variable, None] = {}
     for node in toposort(outs, stop):
         for v in node.inputs:
@@ -107,7 +101,7 @@ def graph_replace(
     >>> y2 = graph_replace(y, {x: x2})  # doctest: +SKIP
     """
     single = isinstance(outputs, Variable)
-    outs = _as_list(outputs)
+    outs = as_variable_list(outputs)
     memo: dict[Variable, Variable] = {}
     for old, new in replace.items():
         if strict:

@@ -4,6 +4,11 @@ Functions build symbolic graphs with NumPy broadcasting and dtype promotion (NEP
 Python scalars adopt the dtype of the tensors they meet).
 """
 
+# One block, sorted by module. Each private module holds one family of functions:
+# _basic (variables and constants), _blockwise, _elemwise (cast, dimshuffle), _grad
+# (autodiff), _join (concatenate, stack), _linalg, _math (elementwise math and
+# comparisons), _ranges and _shape (shape ops), _reduce (reductions), _subtensor
+# (indexing).
 from kiln_graph._basic import as_tensor as as_tensor
 from kiln_graph._basic import constant as constant
 from kiln_graph._basic import matrix as matrix
@@ -11,8 +16,24 @@ from kiln_graph._basic import scalar as scalar
 from kiln_graph._basic import shared as shared
 from kiln_graph._basic import tensor as tensor
 from kiln_graph._basic import vector as vector
+from kiln_graph._blockwise import Blockwise as Blockwise
+from kiln_graph._blockwise import vectorize as vectorize
 from kiln_graph._elemwise import cast as cast
 from kiln_graph._elemwise import dimshuffle as dimshuffle
+from kiln_graph._grad import grad as grad
+from kiln_graph._grad import hessian as hessian
+from kiln_graph._grad import jacobian as jacobian
+from kiln_graph._join import concatenate as concatenate
+from kiln_graph._join import stack as stack
+from kiln_graph._linalg import cholesky as cholesky
+from kiln_graph._linalg import det as det
+from kiln_graph._linalg import dot as dot
+from kiln_graph._linalg import inv as inv
+from kiln_graph._linalg import matmul as matmul
+from kiln_graph._linalg import outer as outer
+from kiln_graph._linalg import slogdet as slogdet
+from kiln_graph._linalg import solve as solve
+from kiln_graph._linalg import solve_triangular as solve_triangular
 from kiln_graph._math import abs as abs  # noqa: A004
 from kiln_graph._math import add as add
 from kiln_graph._math import arcsinh as arcsinh
@@ -72,8 +93,8 @@ from kiln_graph._math import tan as tan
 from kiln_graph._math import tanh as tanh
 from kiln_graph._math import true_divide as true_divide
 from kiln_graph._math import where as where
-
-# reductions
+from kiln_graph._ranges import arange as arange
+from kiln_graph._ranges import eye as eye
 from kiln_graph._reduce import all as all  # noqa: A004
 from kiln_graph._reduce import any as any  # noqa: A004
 from kiln_graph._reduce import argmax as argmax
@@ -86,10 +107,6 @@ from kiln_graph._reduce import prod as prod
 from kiln_graph._reduce import std as std
 from kiln_graph._reduce import sum as sum  # noqa: A004
 from kiln_graph._reduce import var as var
-
-# shape ops
-from kiln_graph._ranges import arange as arange
-from kiln_graph._ranges import eye as eye
 from kiln_graph._shape import alloc as alloc
 from kiln_graph._shape import broadcast_to as broadcast_to
 from kiln_graph._shape import expand_dims as expand_dims
@@ -104,32 +121,6 @@ from kiln_graph._shape import squeeze as squeeze
 from kiln_graph._shape import transpose as transpose
 from kiln_graph._shape import zeros as zeros
 from kiln_graph._shape import zeros_like as zeros_like
-
-# autodiff
-from kiln_graph._grad import grad as grad
-from kiln_graph._grad import hessian as hessian
-from kiln_graph._grad import jacobian as jacobian
-
-# join (concatenate / stack)
-from kiln_graph._join import concatenate as concatenate
-from kiln_graph._join import stack as stack
-
-# indexing
 from kiln_graph._subtensor import getitem as getitem
 from kiln_graph._subtensor import inc_subtensor as inc_subtensor
 from kiln_graph._subtensor import set_subtensor as set_subtensor
-
-# linear algebra
-from kiln_graph._linalg import cholesky as cholesky
-from kiln_graph._linalg import det as det
-from kiln_graph._linalg import dot as dot
-from kiln_graph._linalg import inv as inv
-from kiln_graph._linalg import matmul as matmul
-from kiln_graph._linalg import outer as outer
-from kiln_graph._linalg import slogdet as slogdet
-from kiln_graph._linalg import solve as solve
-from kiln_graph._linalg import solve_triangular as solve_triangular
-
-# blockwise
-from kiln_graph._blockwise import Blockwise as Blockwise
-from kiln_graph._blockwise import vectorize as vectorize

@@ -12,7 +12,7 @@ from kiln_graph._basic import as_tensor, constant, tensor
 from kiln_graph._errors import GradientError
 from kiln_graph._grad import grad
 from kiln_graph._interp import Program
-from kiln_graph._node import Variable
+from kiln_graph._node import Variable, as_variable_list
 from kiln_graph._shape_infer import infer_shape
 from kiln_graph._traversal import graph_inputs
 from kiln_graph._types import TensorType
@@ -24,7 +24,7 @@ def evaluate(outputs: Variable | Sequence[Variable], givens: Mapping[Variable, A
     Shared variables not in ``givens`` use their current value.
     """
     single = isinstance(outputs, Variable)
-    outs = [outputs] if single else list(outputs)  # type: ignore[list-item]
+    outs = as_variable_list(outputs)
     inputs = list(givens)
     values = [
         v.type.filter(givens[v], name=repr(v)) if isinstance(v.type, TensorType) else givens[v]
@@ -58,9 +58,15 @@ def verify_grad(
         If the gradients differ beyond the tolerances.
     """
     rng = np.random.default_rng(rng)
-    arrays = [np.asarray(p, dtype=np.result_type(np.asarray(p).dtype, np.float64)
-                         if np.asarray(p).dtype.kind in "biu" else np.asarray(p).dtype)
-              for p in pt]
+    arrays = [
+        np.asarray(
+            p,
+            dtype=np.result_type(np.asarray(p).dtype, np.float64)
+            if np.asarray(p).dtype.kind in "biu"
+            else np.asarray(p).dtype,
+        )
+        for p in pt
+    ]
     dtype = np.result_type(*arrays)
     if eps is None:
         eps = 1e-7 if dtype == np.float64 else 3e-3
@@ -103,7 +109,7 @@ def check_infer_shape(
     outputs: Variable | Sequence[Variable], givens: Mapping[Variable, Any]
 ) -> None:
     """Assert that each output's inferred symbolic shape equals its computed shape."""
-    outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
+    outs = as_variable_list(outputs)
     values = evaluate(outs, givens)
     shapes = infer_shape(outs)
     for out, value, shp in zip(outs, values, shapes, strict=True):
@@ -114,4 +120,6 @@ def check_infer_shape(
         )
         static = out.type.shape  # type: ignore[attr-defined]
         for s, n in zip(static, np.shape(value), strict=True):
-            assert s is None or s == n, f"static shape {static} of {out!r} vs value {np.shape(value)}"
+            assert s is None or s == n, (
+                f"static shape {static} of {out!r} vs value {np.shape(value)}"
+            )

@@ -12,6 +12,7 @@ array([2., 4.])
 
 from importlib.metadata import version as _version
 
+from kiln import tensor as tensor
 from kiln_compile import FAST_COMPILE as FAST_COMPILE
 from kiln_compile import FAST_RUN as FAST_RUN
 from kiln_compile import Function as Function
@@ -25,7 +26,5 @@ from kiln_graph import graph_replace as graph_replace
 from kiln_graph import hessian as hessian
 from kiln_graph import jacobian as jacobian
 from kiln_graph.testing import verify_grad as verify_grad
-
-from kiln import tensor as tensor
 
 __version__ = _version("kiln")
