@@ -22,6 +22,7 @@ from kiln_graph import (
     graph_replace,
 )
 from kiln_graph.tensor import as_tensor
+from kiln_rewrite import rewrite
 
 
 def _as_update_pairs(updates: Any) -> list[tuple[SharedVariable, Variable]]:
@@ -246,7 +247,10 @@ def function(
     fgraph = prepare(list(inputs), outs, updates, givens)
     t1 = time.perf_counter()
     if the_mode.rewrites is not None:
-        fgraph = the_mode.rewrites(fgraph)
+        stats = prof.rewrites if prof is not None else None
+        fgraph = fgraph.with_outputs(
+            rewrite(fgraph.inputs, fgraph.outputs, the_mode.rewrites, stats)
+        )
     t2 = time.perf_counter()
     requested = config.linker if the_mode.linker == "auto" else the_mode.linker
     linker_name = resolve_linker_name(requested, warn=config.warn_fallback)

@@ -33,6 +33,7 @@ from kiln_graph._node import SharedVariable as SharedVariable
 from kiln_graph._node import TensorSharedVariable as TensorSharedVariable
 from kiln_graph._node import TensorVariable as TensorVariable
 from kiln_graph._node import Variable as Variable
+from kiln_graph._node import as_variable_list as as_variable_list
 from kiln_graph._node import install_tensor_operators
 from kiln_graph._opfromgraph import OpFromGraph as OpFromGraph
 from kiln_graph._printing import dprint as dprint

@@ -316,6 +316,8 @@ class Constant(TensorVariable):
     def create(cls, data: Any, dtype: Any = None) -> Constant:
         """Return the interned constant holding ``data`` (converted to ``dtype``)."""
         arr = np.array(data, dtype=dtype, copy=True, order="C")
+        if not arr.dtype.isnative:  # equal values get equal bytes, hence one constant
+            arr = arr.astype(arr.dtype.newbyteorder("="))
         ttype = TensorType(arr.dtype, arr.shape)
         arr.flags.writeable = False
         digest = _hash_bytes(b"const", encode(ttype.key()), arr.tobytes())

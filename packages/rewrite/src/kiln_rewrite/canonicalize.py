@@ -1,0 +1,38 @@
+"""Canonicalize phase: constant folding, useless ops, algebraic normal forms."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln_graph import Apply, Constant, Variable
+from kiln_graph import tensor as kt
+from kiln_graph._ranges import ARange, Eye
+from kiln_graph._shape import Alloc
+from kiln_rewrite._db import register_local
+
+#: Ops whose folded result can be much larger than their inputs: folded only when small.
+_EXPANDING = (Alloc, ARange, Eye)
+_MAX_EXPANDED_SIZE = 10_000
+
+
+@register_local(
+    "canonicalize",
+    "fast_run",
+    "fast_compile",
+    identity="op(constants...) -> constant (through Op.perform)",
+)
+def constant_folding(node: Apply) -> list[Variable] | None:
+    """Evaluate a node whose inputs are all constants with its ``perform``."""
+    if not node.inputs or not all(isinstance(i, Constant) for i in node.inputs):
+        return None
+    if not all(hasattr(o.type, "dtype") for o in node.outputs):
+        return None
+    results: list = [None] * len(node.outputs)
+    with np.errstate(all="ignore"):
+        node.op.perform(node, [i.data for i in node.inputs], results)  # type: ignore[attr-defined]
+    if isinstance(node.op, _EXPANDING) and any(np.size(r) > _MAX_EXPANDED_SIZE for r in results):
+        return None
+    return [
+        kt.constant(np.asarray(r, dtype=o.type.dtype))  # type: ignore[attr-defined]
+        for r, o in zip(results, node.outputs, strict=True)
+    ]

@@ -1,0 +1,1 @@
+"""The fusion phase (rewrites being written)."""

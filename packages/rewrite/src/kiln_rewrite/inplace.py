@@ -1,0 +1,1 @@
+"""The inplace phase (rewrites being written)."""

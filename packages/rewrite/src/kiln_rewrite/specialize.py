@@ -1,0 +1,1 @@
+"""The specialize phase (rewrites being written)."""

@@ -1,0 +1,1 @@
+"""The stabilize phase (rewrites being written)."""
