@@ -85,6 +85,8 @@ def rewrite_graph(
     by_type, generic = _index(rules)
     memo: dict[Variable, Variable] = {}
     redirect: dict[Variable, Variable] = {}
+    redirect_rule: dict[Variable, str] = {}
+    following: set[Variable] = set()
     fired: Counter[str] = Counter()
     n_applied = 0
     bound = max_applications
@@ -110,7 +112,13 @@ def rewrite_graph(
                 if target in memo:
                     memo[v] = memo[target]
                     stack.pop()
+                elif v in following:
+                    cycle = sorted({redirect_rule[u] for u in following if u in redirect_rule})
+                    raise RewriteLoopError(
+                        f"rewrites undo each other (a cycle of replacements): {', '.join(cycle)}"
+                    )
                 else:
+                    following.add(v)
                     stack.append(target)
                 continue
             node = v.owner
@@ -170,6 +178,7 @@ def rewrite_graph(
                     )
                 for o, r in zip(node.outputs, replacement, strict=True):
                     redirect[o] = r
+                    redirect_rule[o] = fired_name
     return [memo[o] for o in outs]
 
 
