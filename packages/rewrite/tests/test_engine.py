@@ -1,9 +1,10 @@
 """The rewrite engine: fixed point, bound, memoization, patterns, queries, pipeline."""
 
-import kiln
-import kiln_graph.tensor as kt
 import numpy as np
 import pytest
+
+import kiln
+import kiln_graph.tensor as kt
 from kiln_graph import Elemwise, toposort
 from kiln_graph._math import Add, Exp, Log, Mul
 from kiln_graph.testing import evaluate
