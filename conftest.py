@@ -1,7 +1,29 @@
 """Shared pytest setup for every package's tests."""
 
-import kiln_compile
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+# The test suite never touches the user's cache (~/.cache/kiln): every on-disk cache
+# lives in a temporary folder for this session, also seen by the subprocesses tests
+# start (they inherit KILN_CACHE_DIR). Set before kiln_compile reads its config.
+_CACHE_DIR = tempfile.mkdtemp(prefix="kiln-test-cache-")
+os.environ["KILN_CACHE_DIR"] = _CACHE_DIR
+
+import kiln_compile  # noqa: E402
+
+kiln_compile.config.cache_dir = _CACHE_DIR
 
 # Until a compiled backend is installed, "auto" falls back to the VM with a warning;
 # tests that check the warning turn it back on locally.
 kiln_compile.config.warn_fallback = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir() -> Iterator[str]:
+    """Point the on-disk caches at this session's temporary folder; delete it after."""
+    yield _CACHE_DIR
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)

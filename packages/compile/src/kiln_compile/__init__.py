@@ -1,5 +1,12 @@
-"""kiln_compile: ``function()``, modes, the config object and the linker registry."""
+"""kiln_compile: ``function()``, modes, the config object, the linker registry, caches."""
 
+from kiln_compile._cache import CacheStats as CacheStats
+from kiln_compile._cache import CacheWarning as CacheWarning
+from kiln_compile._cache import DiskCache as DiskCache
+from kiln_compile._cache import cache_info as cache_info
+from kiln_compile._cache import cache_stats as cache_stats
+from kiln_compile._cache import clear_cache as clear_cache
+from kiln_compile._cache import format_cache_info as format_cache_info
 from kiln_compile._config import Config as Config
 from kiln_compile._config import config as config
 from kiln_compile._fgraph import FunctionGraph as FunctionGraph
@@ -16,3 +23,9 @@ from kiln_compile._mode import FAST_RUN as FAST_RUN
 from kiln_compile._mode import Mode as Mode
 from kiln_compile._mode import get_mode as get_mode
 from kiln_compile._profile import Profile as Profile
+from kiln_compile._serialize import CorruptGraphError as CorruptGraphError
+from kiln_compile._serialize import GraphNotSerializableError as GraphNotSerializableError
+from kiln_compile._serialize import dumps_graph as dumps_graph
+from kiln_compile._serialize import loads_graph as loads_graph
+from kiln_compile._stage1 import STAGE1 as STAGE1
+from kiln_compile._stage1 import stage1_key as stage1_key

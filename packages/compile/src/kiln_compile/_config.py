@@ -29,11 +29,17 @@ class Config:
         Root of the on-disk caches (``KILN_CACHE_DIR`` or ``~/.cache/kiln``).
     warn_fallback
         Warn once when ``"auto"`` falls back to the Python VM.
+    cache
+        Use the on-disk caches (``KILN_FLAGS=cache=false`` turns them off).
+    profile
+        Profile every compiled function, as if ``function(..., profile=True)``.
     """
 
     linker: str = "auto"
     cache_dir: str = dataclasses.field(default_factory=_default_cache_dir)
     warn_fallback: bool = True
+    cache: bool = True
+    profile: bool = False
 
     @classmethod
     def from_flags(cls, flags: str | None) -> Config:

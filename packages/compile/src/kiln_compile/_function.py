@@ -11,6 +11,7 @@ from kiln_compile._fgraph import FunctionGraph
 from kiln_compile._linkers import Thunk, get_linker, resolve_linker_name
 from kiln_compile._mode import Mode, get_mode
 from kiln_compile._profile import Profile
+from kiln_compile._stage1 import rewrite_stage1
 from kiln_graph import (
     Constant,
     KilnTypeError,
@@ -22,7 +23,6 @@ from kiln_graph import (
     graph_replace,
 )
 from kiln_graph.tensor import as_tensor
-from kiln_rewrite import rewrite
 
 
 def _as_update_pairs(updates: Any) -> list[tuple[SharedVariable, Variable]]:
@@ -187,8 +187,7 @@ class Function:
         if self.profile is not None:
             start = time.perf_counter()
             results = self.thunk(values)
-            self.profile.calls += 1
-            self.profile.call_time += time.perf_counter() - start
+            self.profile.record_call(time.perf_counter() - start)
         else:
             results = self.thunk(values)
         n_out = self.fgraph.n_outputs
@@ -197,6 +196,19 @@ class Function:
         if self._single:
             return results[0]
         return results[:n_out]
+
+
+def _describe(mode: Mode) -> str:
+    """Return a short description of ``mode`` for profiles."""
+    if mode.name:
+        return mode.name
+    if mode.rewrites is None:
+        return "no rewrites"
+    q = mode.rewrites
+    text = "+".join(sorted(q.include))
+    if q.exclude:
+        text += " -" + " -".join(sorted(q.exclude))
+    return text
 
 
 def function(
@@ -225,7 +237,8 @@ def function(
     givens
         ``{variable: replacement}`` substituted in the graph before compiling.
     profile
-        Record compile and call timings in ``Function.profile``.
+        Record compile and call timings in ``Function.profile`` (also on for every
+        function when ``config.profile`` is set); ``f.profile.summary()`` prints them.
     trust_input
         Skip the checks and conversions of the inputs (for hot loops).
 
@@ -242,15 +255,13 @@ def function(
     single = not isinstance(outputs, list | tuple)
     outs: list[Any] = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
     the_mode = get_mode(mode)
-    prof = Profile() if profile else None
+    prof = Profile(mode=_describe(the_mode)) if (profile or config.profile) else None
     t0 = time.perf_counter()
     fgraph = prepare(list(inputs), outs, updates, givens)
     t1 = time.perf_counter()
+    prepared = fgraph
     if the_mode.rewrites is not None:
-        stats = prof.rewrites if prof is not None else None
-        fgraph = fgraph.with_outputs(
-            rewrite(fgraph.inputs, fgraph.outputs, the_mode.rewrites, stats)
-        )
+        fgraph = rewrite_stage1(fgraph, the_mode.rewrites, prof)
     t2 = time.perf_counter()
     requested = config.linker if the_mode.linker == "auto" else the_mode.linker
     linker_name = resolve_linker_name(requested, warn=config.warn_fallback)
@@ -259,4 +270,6 @@ def function(
     t3 = time.perf_counter()
     if prof is not None:
         prof.compile_times.update({"prepare": t1 - t0, "rewrite": t2 - t1, "link": t3 - t2})
+        prof.nodes.update({"prepared": len(prepared.nodes), "rewritten": len(fgraph.nodes)})
+        prof.linker = linker_name
     return Function(fgraph, thunk, the_mode, linker_name, single, trust_input, prof)

@@ -1,4 +1,4 @@
-"""Compile and call profiles of a function."""
+"""Compile and call profiles of a function: where the time to first result goes."""
 
 from __future__ import annotations
 
@@ -10,12 +10,34 @@ from kiln_rewrite import RewriteStats
 
 @dataclasses.dataclass
 class Profile:
-    """Timings of one compiled function.
+    """Timings of one compiled function, from ``function()`` to its later calls.
 
-    ``compile_times`` maps a stage (``"prepare"``, ``"rewrite"``, ``"link"``) to
-    seconds; ``calls`` and ``call_time`` count the calls and their total seconds;
-    ``op_times`` (filled by linkers that support it) maps an Op's name to the seconds
-    spent in it across calls.
+    Attributes
+    ----------
+    compile_times
+        Seconds per compile stage: ``"prepare"``, ``"rewrite"`` (Stage 1, cache lookup
+        included) and ``"link"`` (Stage 2).
+    rewrites
+        What the rewriter did (phase times, node counts, per-rewrite times and
+        applications); empty when the Stage-1 cache held the rewritten graph.
+    cache
+        The Stage-1 cache outcome: ``"hit"``, ``"miss"``, ``"disabled"``
+        (``config.cache`` is off) or ``"none"`` (the mode does not rewrite).
+    cache_key, cache_note, cache_times
+        The entry's key, what happened to it beyond hit / miss (a damaged entry
+        discarded, a graph not stored), and seconds spent computing the key
+        (``"key"``), loading the graph (``"load"``), looking it up (``"lookup"``) and
+        storing it (``"store"``).
+    nodes
+        Node counts: ``"prepared"`` and ``"rewritten"``.
+    first_call_time
+        Seconds of the first call (it may pay for lazy compilation); ``None`` before it.
+    calls, call_time
+        Number of calls and their total seconds (the first call included).
+    op_times, op_calls
+        Filled by linkers that support it: seconds and calls per Op across calls.
+    mode, linker
+        The mode and the backend the function was compiled with.
     """
 
     compile_times: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -24,19 +46,80 @@ class Profile:
     op_times: dict[str, float] = dataclasses.field(default_factory=lambda: defaultdict(float))
     op_calls: dict[str, int] = dataclasses.field(default_factory=lambda: defaultdict(int))
     rewrites: RewriteStats = dataclasses.field(default_factory=RewriteStats)
+    cache: str = "none"
+    cache_key: str = ""
+    cache_note: str = ""
+    cache_times: dict[str, float] = dataclasses.field(default_factory=dict)
+    nodes: dict[str, int] = dataclasses.field(default_factory=dict)
+    first_call_time: float | None = None
+    mode: str = ""
+    linker: str = ""
+
+    def record_call(self, seconds: float) -> None:
+        """Count one call that took ``seconds``."""
+        if self.calls == 0:
+            self.first_call_time = seconds
+        self.calls += 1
+        self.call_time += seconds
 
     def summary(self) -> str:
-        """Return a table of the compile stages, the calls and the slowest Ops."""
-        lines = ["kiln function profile", "  compile:"]
+        """Return the whole profile as text: compile stages, Stage-1 cache, rewriting, calls.
+
+        One printout answers "why does this take a while to start?": time to prepare,
+        rewrite (or load from the cache) and link, the slowest phases and rewrites, and
+        the first call apart from the later ones.
+        """
+        head = "kiln function profile"
+        if self.mode or self.linker:
+            head += f" (mode {self.mode or '?'}, linker {self.linker or '?'})"
+        total = sum(self.compile_times.values())
+        lines = [head, f"  compile: {total * 1e3:.3f} ms"]
+        labels = {"rewrite": "Stage 1", "link": "Stage 2"}
         for stage, seconds in self.compile_times.items():
-            lines.append(f"    {stage:<12} {seconds * 1e3:10.3f} ms")
+            label = f"  ({labels[stage]})" if stage in labels else ""
+            lines.append(f"    {stage:<12} {seconds * 1e3:10.3f} ms{label}")
+        lines.append(self._cache_line())
+        if self.nodes:
+            counts = ", ".join(f"{k} {v}" for k, v in self.nodes.items())
+            lines.append(f"  nodes: {counts}")
         if self.rewrites.phase_times:
             lines.append(self.rewrites.summary())
-        per_call = self.call_time / self.calls * 1e6 if self.calls else 0.0
-        lines.append(f"  calls: {self.calls}, total {self.call_time:.6f} s, {per_call:.1f} us/call")
+        lines.extend(self._call_lines())
         if self.op_times:
             lines.append("  ops (total time, calls):")
             ranked = sorted(self.op_times.items(), key=lambda kv: -kv[1])
             for name, seconds in ranked[:20]:
                 lines.append(f"    {seconds * 1e3:10.3f} ms {self.op_calls[name]:8d}  {name}")
         return "\n".join(lines)
+
+    def _cache_line(self) -> str:
+        times = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in self.cache_times.items())
+        if self.cache == "hit":
+            text = "hit: the rewritten graph was loaded, no rewriting"
+        elif self.cache == "miss":
+            text = "miss: rewritten" + (", stored" if "store" in self.cache_times else "")
+        elif self.cache == "disabled":
+            text = "disabled (config.cache is off)"
+        else:
+            text = "none (the mode runs no rewrites)"
+        parts = [text]
+        if self.cache_note:
+            parts.append(self.cache_note)
+        if times:
+            parts.append(times)
+        if self.cache_key:
+            parts.append(f"key {self.cache_key[:16]}")
+        return "  Stage-1 cache: " + "; ".join(parts)
+
+    def _call_lines(self) -> list[str]:
+        lines = [f"  calls: {self.calls}, total {self.call_time:.6f} s"]
+        if self.first_call_time is None:
+            return lines
+        lines.append(f"    first call   {self.first_call_time * 1e3:10.3f} ms")
+        later = self.calls - 1
+        if later:
+            rest = self.call_time - self.first_call_time
+            lines.append(
+                f"    later calls  {rest / later * 1e6:10.1f} us/call over {later} call(s)"
+            )
+        return lines

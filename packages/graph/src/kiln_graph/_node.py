@@ -101,6 +101,13 @@ class Variable:
             "values after compiling"
         )
 
+    def __reduce__(self) -> Any:
+        raise KilnTypeError(
+            f"cannot pickle or copy the graph variable {self!r}: graph nodes are interned, "
+            "and an unpickled copy would bypass interning. Serialize whole graphs with "
+            "kiln_compile's graph serializer (the Stage-1 cache uses it)"
+        )
+
 
 def as_variable_list(x: Variable | Iterable[Variable]) -> list[Variable]:
     """Return ``[x]`` for one variable, else the variables of ``x`` as a new list.
@@ -424,6 +431,13 @@ class Apply:
     def __repr__(self) -> str:
         return f"{self.op}({', '.join(map(repr, self.inputs))})"
 
+    def __reduce__(self) -> Any:
+        raise KilnTypeError(
+            f"cannot pickle or copy the graph node {self!r}: graph nodes are interned, and an "
+            "unpickled copy would bypass interning. Serialize whole graphs with kiln_compile's "
+            "graph serializer (the Stage-1 cache uses it)"
+        )
+
 
 class Props:
     """Immutable objects compared and hashed by the attributes named in ``__props__``."""
@@ -445,6 +459,11 @@ class Props:
             h = hash((type(self), self._props()))
             self.__dict__["_cached_hash"] = h
             return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickle the props and plain attributes, never the cached hash and digest: the
+        # hash of a class or a string differs between processes.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_cached")}
 
     @property
     def digest_bytes(self) -> bytes:

@@ -116,6 +116,10 @@ class TensorType(Type):
     def key(self) -> tuple[Any, ...]:
         return (self.dtype, self.shape)
 
+    def __reduce__(self) -> Any:
+        # Rebuild from dtype and shape: the cached hash differs between processes.
+        return (TensorType, (self.dtype, self.shape))
+
     def __hash__(self) -> int:
         return self._hash
 
