@@ -161,6 +161,7 @@ CASES = [
         "softplus", kt.softplus, lambda x: np.logaddexp(0, x), (Dom(-4.0, 4.0),), skip_int=("bool",)
     ),
     Case("log1mexp", kt.log1mexp, lambda x: np.log(-np.expm1(x)), (Dom(-3.0, -0.05),)),
+    Case("logaddexp", kt.logaddexp, np.logaddexp, (Dom(-4.0, 4.0), Dom(-4.0, 4.0))),
     Case("logit", kt.logit, sp.logit, (Dom(0.05, 0.95),)),
     Case("tanh", kt.tanh, np.tanh, (R,)),
     Case("sinh", kt.sinh, np.sinh, (R,)),
@@ -273,7 +274,7 @@ def test_table_lists_every_elementwise_function():
     listed = {c.name for c in CASES}
     expected = set(
         "add sub mul true_divide floor_divide mod neg abs sign exp exp2 expm1 log log2 log10 "
-        "log1p sqrt square pow reciprocal sigmoid softplus log1mexp logit tanh sinh cosh "
+        "log1p sqrt square pow reciprocal sigmoid softplus log1mexp logaddexp logit tanh sinh cosh "
         "arcsinh sin cos tan arctan erf erfc erfcx erfinv gammaln digamma polygamma betaln "
         "maximum minimum where switch clip floor ceil round isnan isinf eq neq lt le gt ge "
         "logical_and logical_or logical_not cast".split()

@@ -286,6 +286,19 @@ Softplus = _declare(
     lambda xs, o, g: [mul(g, sigmoid(xs[0]))],
     "log(1 + exp(x))",
 )
+Logaddexp = _declare(
+    "Logaddexp",
+    np.logaddexp,
+    2,
+    FROM_NFUNC,
+    # d/dx log(e^x + e^y) = sigmoid(x - y); 1/2 where x == y (also for equal infinities,
+    # where x - y is NaN).
+    lambda xs, o, g: [
+        mul(g, switch(eq(xs[0], xs[1]), 0.5, sigmoid(sub(xs[0], xs[1])))),
+        mul(g, switch(eq(xs[0], xs[1]), 0.5, sigmoid(sub(xs[1], xs[0])))),
+    ],
+    "log(exp(x) + exp(y)), without overflow",
+)
 Log1mexp = _declare(
     "Log1mexp",
     _log1mexp,
@@ -507,6 +520,7 @@ reciprocal = _elemwise_function(Reciprocal, "reciprocal", "1 / x")
 sigmoid = _elemwise_function(Sigmoid, "sigmoid", "logistic sigmoid 1 / (1 + exp(-x))")
 softplus = _elemwise_function(Softplus, "softplus", "log(1 + exp(x))")
 log1mexp = _elemwise_function(Log1mexp, "log1mexp", "log(1 - exp(x)) for x <= 0")
+logaddexp = _elemwise_function(Logaddexp, "logaddexp", "log(exp(x) + exp(y))")
 logit = _elemwise_function(Logit, "logit", "log(x / (1 - x))")
 tanh = _elemwise_function(Tanh, "tanh", "hyperbolic tangent")
 sinh = _elemwise_function(Sinh, "sinh", "hyperbolic sine")

@@ -7,8 +7,8 @@ Python scalars adopt the dtype of the tensors they meet).
 # One block, sorted by module. Each private module holds one family of functions:
 # _basic (variables and constants), _blockwise, _elemwise (cast, dimshuffle), _grad
 # (autodiff), _join (concatenate, stack), _linalg, _math (elementwise math and
-# comparisons), _ranges and _shape (shape ops), _reduce (reductions), _subtensor
-# (indexing).
+# comparisons), _nnet (softmax, log_softmax), _ranges and _shape (shape ops), _reduce
+# (reductions), _subtensor (indexing).
 from kiln_graph._basic import as_tensor as as_tensor
 from kiln_graph._basic import constant as constant
 from kiln_graph._basic import matrix as matrix
@@ -65,6 +65,7 @@ from kiln_graph._math import log1mexp as log1mexp
 from kiln_graph._math import log1p as log1p
 from kiln_graph._math import log2 as log2
 from kiln_graph._math import log10 as log10
+from kiln_graph._math import logaddexp as logaddexp
 from kiln_graph._math import logical_and as logical_and
 from kiln_graph._math import logical_not as logical_not
 from kiln_graph._math import logical_or as logical_or
@@ -93,6 +94,8 @@ from kiln_graph._math import tan as tan
 from kiln_graph._math import tanh as tanh
 from kiln_graph._math import true_divide as true_divide
 from kiln_graph._math import where as where
+from kiln_graph._nnet import log_softmax as log_softmax
+from kiln_graph._nnet import softmax as softmax
 from kiln_graph._ranges import arange as arange
 from kiln_graph._ranges import eye as eye
 from kiln_graph._reduce import all as all  # noqa: A004

@@ -1,1 +1,187 @@
-"""The specialize phase (rewrites being written)."""
+"""Specialize phase: replace general ops by cheaper special cases.
+
+Powers by small constants become square / sqrt / reciprocal / products, ``x * -1``
+becomes ``-x``, the sum of an elementwise product of two vectors becomes a dot product,
+and factors that are constant along the summed axes move out of a sum. Each rule keeps
+the original's dtype and broadcasting; the ones that change rounding (``x ** 3`` as
+``square(x) * x``) stay within a few units in the last place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kiln_graph import Apply, DimShuffle, Elemwise, Variable
+from kiln_graph import tensor as kt
+from kiln_graph._math import Mul, Neg, Pow
+from kiln_graph._reduce import CAReduce
+from kiln_graph._types import FLOAT_DTYPES
+from kiln_rewrite._db import register_local
+from kiln_rewrite._patterns import E, PVar, register_pattern, scalar_constant
+
+# --- x ** c for small constants c --------------------------------------------------------------
+
+
+def _power_rule(
+    exponent: float, build: Callable[[Variable], Variable], identity: str, name: str
+) -> None:
+    """Register ``x ** exponent -> build(x)``.
+
+    ``x`` is first cast to the dtype of ``x ** exponent``. Negative and fractional
+    exponents apply to float results only (NumPy refuses integers to negative powers).
+    The rule does not fire where the exponent broadcasts ``x`` to a larger shape.
+    """
+
+    def where(x: Any, p: Variable) -> bool:
+        if scalar_constant(p) != exponent:
+            return False
+        out = kt.pow(x, p)
+        if out.type.broadcastable != x.type.broadcastable:
+            return False
+        return float(exponent).is_integer() and exponent > 0 or out.dtype in FLOAT_DTYPES
+
+    def rebuild(x: Variable, p: Variable) -> Variable:
+        return build(kt.cast(x, kt.pow(x, p).dtype))
+
+    register_pattern(
+        "specialize",
+        E(Pow)(PVar("x"), PVar("p")),
+        rebuild,
+        "fast_run",
+        identity=identity,
+        name=name,
+        where=where,
+    )
+
+
+def _cube(x: Variable) -> Variable:
+    return kt.mul(kt.square(x), x)
+
+
+_power_rule(2, kt.square, "x ** 2 -> square(x)", "local_pow_square")
+_power_rule(3, _cube, "x ** 3 -> square(x) * x", "local_pow_cube")
+_power_rule(4, lambda x: kt.square(kt.square(x)), "x ** 4 -> square(square(x))", "local_pow_4")
+_power_rule(0.5, kt.sqrt, "x ** 0.5 -> sqrt(x)", "local_pow_sqrt")
+_power_rule(
+    -0.5, lambda x: kt.reciprocal(kt.sqrt(x)), "x ** -0.5 -> 1 / sqrt(x)", "local_pow_rsqrt"
+)
+_power_rule(-1, kt.reciprocal, "x ** -1 -> reciprocal(x)", "local_pow_reciprocal")
+_power_rule(
+    -2, lambda x: kt.reciprocal(kt.square(x)), "x ** -2 -> 1 / square(x)", "local_pow_neg_2"
+)
+_power_rule(
+    -3, lambda x: kt.reciprocal(_cube(x)), "x ** -3 -> 1 / (square(x) * x)", "local_pow_neg_3"
+)
+_power_rule(
+    -4,
+    lambda x: kt.reciprocal(kt.square(kt.square(x))),
+    "x ** -4 -> 1 / square(square(x))",
+    "local_pow_neg_4",
+)
+
+
+# --- x * -1 ------------------------------------------------------------------------------------
+
+
+@register_local("specialize", "fast_run", identity="x * -1 -> -x", tracks=[Mul])
+def local_mul_minus_one(node: Apply) -> Variable | None:
+    """Rewrite a product with a factor ``-1`` into the negation of the other factors."""
+    rest = [i for i in node.inputs if scalar_constant(i) != -1]
+    n_minus = len(node.inputs) - len(rest)
+    if n_minus == 0 or not rest:
+        return None
+    out: Any = node.outputs[0]
+    dtype = out.type.dtype
+    if dtype == "bool" or dtype.startswith("uint"):
+        return None
+    rest = [kt.cast(r, dtype) for r in rest]
+    prod: Any = rest[0] if len(rest) == 1 else kt.mul(*rest)
+    if prod.type.broadcastable != out.type.broadcastable:
+        return None  # the -1 broadcasts the other factors
+    if n_minus % 2 == 0:
+        return prod
+    inner = prod.owner
+    if inner is not None and isinstance(inner.op, Elemwise) and isinstance(inner.op.scalar_op, Neg):
+        return inner.inputs[0]  # -(-y) -> y
+    return kt.neg(prod)
+
+
+# --- sum of products ---------------------------------------------------------------------------
+
+
+def _sum_of_mul(node: Apply) -> list[Any] | None:
+    """Return the factors of ``sum(mul(...))`` with a float result, else ``None``."""
+    op = node.op
+    if not (isinstance(op, CAReduce) and op.kind == "sum"):
+        return None
+    (arg,) = node.inputs
+    inner = arg.owner
+    if (
+        inner is None
+        or not isinstance(inner.op, Elemwise)
+        or not isinstance(inner.op.scalar_op, Mul)
+    ):
+        return None
+    if getattr(node.outputs[0].type, "dtype", None) not in FLOAT_DTYPES:
+        return None
+    return list(inner.inputs)
+
+
+@register_local(
+    "specialize",
+    "fast_run",
+    identity="sum(x * y) -> dot(x, y) for vectors x, y of the same length",
+    tracks=[CAReduce],
+)
+def local_sum_mul_to_dot(node: Apply) -> Variable | None:
+    """Rewrite the sum of the product of two vectors (no broadcasting) into a dot product."""
+    factors = _sum_of_mul(node)
+    if factors is None or len(factors) != 2:
+        return None
+    x, y = factors
+    if x.type.ndim != 1 or any(f.type.broadcastable[0] for f in factors):
+        return None
+    out: Any = node.outputs[0]
+    if kt.dot(x, y).dtype != out.type.dtype:
+        return None
+    return kt.dot(x, y)
+
+
+def _drop_axes(c: Any, axes: tuple[int, ...]) -> Variable:
+    """Return ``c`` without its (broadcastable) dimensions ``axes``, merging DimShuffles."""
+    ndim = c.type.ndim
+    kept = [d for d in range(ndim) if d not in axes]
+    if c.owner is not None and isinstance(c.owner.op, DimShuffle):
+        order = c.owner.op.new_order
+        return kt.dimshuffle(c.owner.inputs[0], [order[d] for d in kept])
+    return kt.dimshuffle(c, kept)
+
+
+@register_local(
+    "specialize",
+    "fast_run",
+    identity="sum(x * c, axes) -> c * sum(x, axes) where c is broadcast along axes",
+    tracks=[CAReduce],
+)
+def local_sum_mul_broadcast_factor(node: Apply) -> Variable | None:
+    """Move the factors that are constant along the summed axes out of the sum."""
+    factors = _sum_of_mul(node)
+    if factors is None or not isinstance(node.op, CAReduce):
+        return None
+    axes = node.op.axis
+    outside = [f for f in factors if all(f.type.broadcastable[d] for d in axes)]
+    inside = [f for f in factors if f not in outside]
+    if not outside or not inside:
+        return None
+    out: Any = node.outputs[0]
+    dtype = out.type.dtype
+    prod = inside[0] if len(inside) == 1 else kt.mul(*inside)
+    summed = kt.sum(kt.cast(prod, dtype), axis=axes)
+    result = kt.mul(*[_drop_axes(f, axes) for f in outside], summed)
+    if result.type.broadcastable != out.type.broadcastable or result.dtype != dtype:
+        return None
+    return result
+
+
+__all__: list[Any] = []

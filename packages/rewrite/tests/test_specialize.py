@@ -1,0 +1,226 @@
+"""The specialize phase: powers, negation, dot products and sums of broadcast products.
+
+Each rewrite fires on its pattern and only there, keeps the dtype and broadcasting of
+what it replaces, and gives the values of the unrewritten graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kiln_graph.tensor as kt
+from kiln_graph import Elemwise, toposort
+from kiln_graph._linalg import MatMul
+from kiln_graph._math import Mul, Neg, Pow, Reciprocal, Sqrt, Square
+from kiln_graph._reduce import CAReduce
+from kiln_graph.testing import evaluate
+from kiln_rewrite import Query, db, rewrite, scalar_constant
+
+#: The phases up to specialize: the graphs are inspected before fusion merges nodes.
+SPECIALIZE = Query(phases=("merge", "canonicalize", "stabilize", "specialize"))
+
+
+def _kinds(outputs: list[Any]) -> list[type]:
+    """List the ScalarOp class of each Elemwise node, the Op class of the others."""
+    nodes = toposort(outputs)
+    return [type(n.op.scalar_op) if isinstance(n.op, Elemwise) else type(n.op) for n in nodes]
+
+
+def _sums(outputs: list[Any]) -> list[Any]:
+    return [n for n in toposort(outputs) if isinstance(n.op, CAReduce) and n.op.kind == "sum"]
+
+
+def _check_values(
+    inputs: list[Any], out: Any, new: Any, values: list[np.ndarray], rtol: float = 1e-14
+) -> None:
+    givens = dict(zip(inputs, values, strict=True))
+    expected = evaluate(out, givens)
+    actual = evaluate(new, givens)
+    assert actual.dtype == expected.dtype
+    np.testing.assert_allclose(actual, expected, rtol=rtol)
+
+
+# --- powers --------------------------------------------------------------------------------
+
+POWERS: dict[float, tuple[type, ...]] = {
+    2: (Square,),
+    3: (Square, Mul),
+    4: (Square,),
+    0.5: (Sqrt,),
+    -0.5: (Sqrt, Reciprocal),
+    -1: (Reciprocal,),
+    -2: (Square, Reciprocal),
+    -3: (Square, Mul, Reciprocal),
+    -4: (Square, Reciprocal),
+}
+
+
+@pytest.mark.parametrize("p", list(POWERS), ids=str)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_small_constant_powers_are_specialized(p: float, dtype: str):
+    x = kt.vector("x", dtype=dtype)
+    out = x**p
+    (new,) = rewrite([x], [out], SPECIALIZE)
+    kinds = _kinds([new])
+    assert Pow not in kinds
+    for k in POWERS[p]:
+        assert k in kinds, (p, kinds)
+    assert new.type == out.type
+    value = np.random.default_rng(0).uniform(0.2, 3.0, 9).astype(dtype)
+    _check_values([x], out, new, [value], rtol=1e-14 if dtype == "float64" else 1e-6)
+
+
+@pytest.mark.parametrize("p", [5, 2.5, -5, 1.5, 0.25])
+def test_other_powers_are_left_alone(p: float):
+    x = kt.vector("x")
+    (new,) = rewrite([x], [x**p], SPECIALIZE)
+    assert Pow in _kinds([new])
+
+
+def test_variable_exponent_is_left_alone():
+    x, y = kt.vector("x"), kt.vector("y")
+    (new,) = rewrite([x, y], [x**y], SPECIALIZE)
+    assert Pow in _kinds([new])
+
+
+def test_integer_powers_keep_integer_semantics():
+    i = kt.vector("i", dtype="int32")
+    value = np.array([-3, -1, 0, 2, 7], dtype="int32")
+    # integer square and cube stay integer (and wrap like NumPy's power)
+    for p in (2, 3, 4):
+        out = i**p
+        (new,) = rewrite([i], [out], SPECIALIZE)
+        assert Pow not in _kinds([new]) and new.type == out.type
+        _check_values([i], out, new, [value])
+    # NumPy refuses integers to negative powers: the rule leaves them alone
+    (new,) = rewrite([i], [i**-1], SPECIALIZE)
+    assert Pow in _kinds([new])
+    # a float exponent gives a float result: x is cast first
+    for p in (0.5, 2.0):
+        out = i**p
+        (new,) = rewrite([i], [out], SPECIALIZE)
+        assert Pow not in _kinds([new]) and new.type == out.type
+        _check_values([i], out, new, [np.abs(value)])
+
+
+def test_power_that_broadcasts_the_base_is_left_alone():
+    x = kt.tensor("x", shape=(1,))
+    out = x ** kt.constant(np.full(3, 2.0))
+    (new,) = rewrite([x], [out], SPECIALIZE)
+    assert new.type == out.type
+    _check_values([x], out, new, [np.array([1.5])])
+
+
+# --- x * -1 --------------------------------------------------------------------------------
+
+NEGATIONS: dict[str, Callable[[Any, Any], Any]] = {
+    "x * -1": lambda x, y: x * -1,
+    "-1 * x": lambda x, y: -1.0 * x,
+    "x * y * -1": lambda x, y: kt.mul(x, y, -1),
+}
+
+
+@pytest.mark.parametrize("name", list(NEGATIONS))
+def test_times_minus_one_is_negation(name: str):
+    x, y = kt.vector("x"), kt.vector("y")
+    out = NEGATIONS[name](x, y)
+    (new,) = rewrite([x, y], [out], SPECIALIZE)
+    kinds = _kinds([new])
+    assert Neg in kinds
+    assert not any(scalar_constant(i) == -1 for n in toposort([new]) for i in n.inputs)
+    rng = np.random.default_rng(1)
+    _check_values([x, y], out, new, [rng.normal(size=5), rng.normal(size=5)])
+
+
+def test_times_minus_one_keeps_dtype_and_is_not_applied_to_other_constants():
+    i = kt.vector("i", dtype="int16")
+    out = i * -1
+    (new,) = rewrite([i], [out], SPECIALIZE)
+    assert _kinds([new]) == [Neg] and new.type == out.type
+    x = kt.vector("x")
+    (new,) = rewrite([x], [x * -2.0], SPECIALIZE)
+    assert Neg not in _kinds([new])
+    # -1 * -1 * x: the negations cancel
+    (new,) = rewrite([x], [kt.mul(-1.0, x, -1.0)], SPECIALIZE)
+    assert Neg not in _kinds([new])
+
+
+# --- sum(x * y) ------------------------------------------------------------------------------
+
+
+def test_sum_of_vector_product_is_a_dot():
+    x, y = kt.vector("x"), kt.vector("y")
+    out = kt.sum(x * y)
+    (new,) = rewrite([x, y], [out], SPECIALIZE)
+    assert MatMul in _kinds([new]) and not _sums([new])
+    assert new.type == out.type
+    rng = np.random.default_rng(2)
+    _check_values([x, y], out, new, [rng.normal(size=6), rng.normal(size=6)], rtol=1e-13)
+
+
+def test_sum_of_products_that_are_not_vector_dots_stays_a_sum():
+    m, n = kt.matrix("m"), kt.matrix("n")
+    (new,) = rewrite([m, n], [kt.sum(m * n)], SPECIALIZE)
+    assert MatMul not in _kinds([new])
+    x, y, z = kt.vector("x"), kt.vector("y"), kt.vector("z")
+    (new,) = rewrite([x, y, z], [kt.sum(kt.mul(x, y, z))], SPECIALIZE)
+    assert MatMul not in _kinds([new])
+    i, j = kt.vector("i", dtype="int32"), kt.vector("j", dtype="int32")
+    (new,) = rewrite([i, j], [kt.sum(i * j)], SPECIALIZE)
+    assert MatMul not in _kinds([new])
+    # a length-1 vector broadcasts: no dot (its factor moves out of the sum instead)
+    b = kt.tensor("b", shape=(1,))
+    (new,) = rewrite([x, b], [kt.sum(x * b)], SPECIALIZE)
+    assert MatMul not in _kinds([new])
+
+
+# --- sum(x * c) ------------------------------------------------------------------------------
+
+BROADCAST_SUMS: dict[str, Callable[..., Any]] = {
+    "sum(x * c)": lambda m, v, c: kt.sum(v * c),
+    "sum(2 * x)": lambda m, v, c: kt.sum(2.0 * v),
+    "sum(m * c)": lambda m, v, c: kt.sum(m * c),
+    "sum(m * c, axis=0)": lambda m, v, c: kt.sum(m * c, axis=0),
+    "sum(m * v[None], axis=0)": lambda m, v, c: kt.sum(m * v[None, :], axis=0),
+    "sum(m * v[:, None] * c, axis=1)": lambda m, v, c: kt.sum(m * v[:, None] * c, axis=1),
+}
+
+
+@pytest.mark.parametrize("name", list(BROADCAST_SUMS))
+def test_broadcast_factor_moves_out_of_the_sum(name: str):
+    m, v, c = kt.tensor("m", shape=(3, 4)), kt.tensor("v", shape=(4,)), kt.scalar("c")
+    if "[:, None]" in name:
+        v = kt.tensor("v", shape=(3,))
+    out = BROADCAST_SUMS[name](m, v, c)
+    (new,) = rewrite([m, v, c], [out], SPECIALIZE)
+    for s in _sums([new]):
+        (arg,) = s.inputs
+        assert not (
+            arg.owner is not None
+            and isinstance(arg.owner.op, Elemwise)
+            and any(all(i.type.broadcastable[d] for d in s.op.axis) for i in arg.owner.inputs)
+        ), "a factor broadcast along the summed axes is still inside the sum"
+    assert new.type == out.type
+    rng = np.random.default_rng(3)
+    values = [rng.normal(size=(3, 4)), rng.normal(size=v.type.shape), np.array(1.7)]
+    _check_values([m, v, c], out, new, values, rtol=1e-13)
+
+
+def test_factor_not_broadcast_along_the_summed_axis_stays_inside():
+    m, v = kt.tensor("m", shape=(3, 4)), kt.tensor("v", shape=(4,))
+    out = kt.sum(m * v[None, :], axis=1)
+    (new,) = rewrite([m, v], [out], SPECIALIZE)
+    (s,) = _sums([new])
+    assert Mul in [type(s.inputs[0].owner.op.scalar_op)]
+
+
+def test_every_rewrite_is_tagged_fast_run_and_states_its_identity():
+    rules = db.in_phase("specialize", Query(include=frozenset({"specialize"})))
+    assert len(rules) >= 10
+    for r in rules:
+        assert "fast_run" in r.tags, r.name
+        assert "->" in r.identity, r.name
