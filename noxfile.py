@@ -5,6 +5,9 @@ Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
 - ``tests``: pytest over every ``packages/*/tests`` and ``integration/``.
 - ``lint``: ruff check, ruff format --check, and mypy over ``packages/*/src``.
 - ``bench``: ``benchmarks/run.py``, one JSON result file per run in ``benchmarks/results/``.
+- ``peer``: ``benchmarks/peer.py``, kiln's Stage 1 against PyTensor's rewriting on the
+  benchmark models, in its own virtualenv with PyMC and PyTensor (pinned by
+  ``benchmarks/peer-constraints.txt``, not by ``constraints.txt``).
 - ``demo``: ``examples/demo.py``.
 
 Every session installs all packages under ``packages/`` in editable mode, pinned by
@@ -31,6 +34,7 @@ nox.options.sessions = ["tests"]
 PYTHON = "3.12"
 ROOT = Path(__file__).resolve().parent
 CONSTRAINTS = "constraints.txt"  # nox runs sessions from the directory of this file
+PEER_CONSTRAINTS = "benchmarks/peer-constraints.txt"  # PyTensor/PyMC, for `nox -s peer` only
 BUILD_REQUIREMENTS = ("hatchling", "editables")  # what building packages/* editable needs
 
 
@@ -118,12 +122,30 @@ def bench(session: nox.Session) -> None:
     if not (ROOT / script).is_file():
         session.error(f"{script} does not exist yet")
     install_packages(session)
-    args = list(session.posargs)
-    if not any(arg == "--output" or arg.startswith("--output=") for arg in args):
-        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-        (ROOT / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
-        args = ["--output", f"benchmarks/results/bench-{stamp}.json", *args]
-    session.run("python", script, *args)
+    session.run("python", script, *_timestamped_output(list(session.posargs), "bench"))
+
+
+def _timestamped_output(args: list[str], prefix: str) -> list[str]:
+    """Return ``args`` with ``--output benchmarks/results/<prefix>-<UTC stamp>.json`` added."""
+    if any(arg == "--output" or arg.startswith("--output=") for arg in args):
+        return args
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    (ROOT / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
+    return ["--output", f"benchmarks/results/{prefix}-{stamp}.json", *args]
+
+
+@nox.session(python=PYTHON)
+def peer(session: nox.Session) -> None:
+    """Compare kiln's Stage 1 with PyTensor's rewriting on M1-M4 (PyMC models).
+
+    Results go to benchmarks/results/peer-<UTC timestamp>.json.
+    """
+    script = "benchmarks/peer.py"
+    if not (ROOT / script).is_file():
+        session.error(f"{script} does not exist yet")
+    install_packages(session, "scipy")
+    session.install("-c", PEER_CONSTRAINTS, "pytensor", "pymc")
+    session.run("python", script, *_timestamped_output(list(session.posargs), "peer"))
 
 
 @nox.session(python=PYTHON)

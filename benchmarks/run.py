@@ -1,9 +1,10 @@
-"""kiln benchmarks: graph construction, grad, and VM per-call overhead.
+"""kiln benchmarks: graph construction, grad, VM per-call overhead, and Stage 1 on M1-M4.
 
 Run with ``nox -s bench`` (or ``python benchmarks/run.py --output FILE``). Each
 benchmark is repeated; the JSON result holds every timing and the median, and the
 ratios that compare benchmarks measured in this same run (machines are shared and
-noisy, so compare ratios within one file, not seconds across files).
+noisy, so compare ratios within one file, not seconds across files). The Stage-1
+benchmarks of the models M1-M4 (``stage1.py``) go under the key ``"stage1"``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 import kiln
 import kiln.tensor as kt
+from stage1 import format_table, run_stage1
 
 
 def _time(fn: Callable[[], object], repeats: int, number: int = 1) -> list[float]:
@@ -82,6 +84,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--no-stage1", action="store_true", help="skip the Stage-1 benchmarks of M1-M4"
+    )
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),
@@ -106,12 +111,16 @@ def main() -> None:
         "results": results,
         "ratios": ratios,
     }
+    if not args.no_stage1:
+        report["stage1"] = run_stage1(args.repeats)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     for name, res in results.items():
         print(f"{name:<36} median {res['median_s'] * 1e6:12.1f} us")
     for name, ratio in ratios.items():
         print(f"{name:<36} {ratio:8.2f}x")
+    if "stage1" in report:
+        print(format_table(report["stage1"]))
     print(f"wrote {args.output}")
 
 
