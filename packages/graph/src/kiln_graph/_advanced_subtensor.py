@@ -76,6 +76,8 @@ class AdvancedIncSubtensor1(Op):
     def __init__(self, set_instead_of_inc: bool = False, inplace: bool = False) -> None:
         self.set_instead_of_inc = bool(set_instead_of_inc)
         self.inplace = bool(inplace)
+        if self.inplace:
+            self.destroy_map = {0: [0]}
 
     def __str__(self) -> str:
         kind = "Set" if self.set_instead_of_inc else "Inc"
@@ -90,7 +92,7 @@ class AdvancedIncSubtensor1(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, y, idx = inputs
-        out = x if self.inplace else x.copy()
+        out = x if self.inplace and _index.writeable(x) else np.array(x, copy=True)
         _index.check_update(self, node.inputs[1], y, (len(idx), *x.shape[1:]))
         with _index.index_errors(self):
             if self.set_instead_of_inc:
@@ -227,6 +229,8 @@ class AdvancedIncSubtensor(Op):
         self.idx_list = _check_advanced_idx_list(idx_list, "AdvancedIncSubtensor")
         self.set_instead_of_inc = bool(set_instead_of_inc)
         self.inplace = bool(inplace)
+        if self.inplace:
+            self.destroy_map = {0: [0]}
 
     def __str__(self) -> str:
         kind = "Set" if self.set_instead_of_inc else "Inc"
@@ -244,7 +248,7 @@ class AdvancedIncSubtensor(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, y, *values = inputs
-        out = x if self.inplace else x.copy()
+        out = x if self.inplace and _index.writeable(x) else np.array(x, copy=True)
         index = _index.numpy_index(self.idx_list, values)
         with _index.index_errors(self):
             adv = _runtime_broadcast(self, _arrays(self.idx_list, values))

@@ -52,14 +52,19 @@ class ScalarOp(Props):
     dtype_rule: ClassVar[Callable[..., str]] = staticmethod(upcast)
     #: The function of this op as NumPy / SciPy name, for printing and backends.
     identity: ClassVar[str] = ""
+    #: Whether ``impl(*inputs, out=buffer)`` writes the result into ``buffer`` (true of
+    #: ufunc implementations); only such ops get in-place Elemwise variants.
+    supports_out: bool = False
 
     def output_dtype(self, *dtypes: str) -> str:
         """Return the output dtype for inputs of ``dtypes``."""
         return self.dtype_rule(*dtypes)
 
-    def impl(self, *inputs: np.ndarray) -> Any:
-        """Evaluate on arrays."""
-        return type(self).nfunc(*inputs)
+    def impl(self, *inputs: np.ndarray, out: np.ndarray | None = None) -> Any:
+        """Evaluate on arrays; with ``out`` (see :attr:`supports_out`), write into it."""
+        if out is None:
+            return type(self).nfunc(*inputs)
+        return type(self).nfunc(*inputs, out=out)
 
     def grad(
         self, inputs: Sequence[TensorVariable], output: TensorVariable, gout: TensorVariable
@@ -92,14 +97,31 @@ def _static_broadcast(shapes: Sequence[tuple[int | None, ...]], op: Any) -> tupl
 
 
 class Elemwise(Op):
-    """Apply a :class:`ScalarOp` elementwise, with NumPy broadcasting."""
+    """Apply a :class:`ScalarOp` elementwise, with NumPy broadcasting.
 
-    __props__ = ("scalar_op",)
+    ``inplace_pattern`` holds ``(output, input)`` pairs: that output is written into
+    that input's buffer (set only by the in-place phase; the input must have the
+    output's dtype and broadcasting).
+    """
 
-    def __init__(self, scalar_op: ScalarOp) -> None:
+    __props__ = ("scalar_op", "inplace_pattern")
+
+    def __init__(
+        self, scalar_op: ScalarOp, inplace_pattern: Sequence[tuple[int, int]] = ()
+    ) -> None:
         self.scalar_op = scalar_op
+        self.inplace_pattern = tuple((int(o), int(i)) for o, i in inplace_pattern)
+        if any(o != 0 for o, _ in self.inplace_pattern) or len(self.inplace_pattern) > 1:
+            raise KilnValueError(
+                f"Elemwise: inplace_pattern {self.inplace_pattern} must be () or ((0, i),): "
+                "an Elemwise has one output"
+            )
+        if self.inplace_pattern:
+            self.destroy_map = {o: [i] for o, i in self.inplace_pattern}
 
     def __str__(self) -> str:
+        if self.inplace_pattern:
+            return f"{self.scalar_op}{{inplace {self.inplace_pattern[0][1]}}}"
         return str(self.scalar_op)
 
     def make_node(self, *inputs: Any) -> Apply:
@@ -116,13 +138,31 @@ class Elemwise(Op):
         ]
         shape = _static_broadcast([t.type.shape for t in padded], self)
         dtype = self.scalar_op.output_dtype(*(t.dtype for t in padded))
-        return Apply.create(self, padded, [TensorType(dtype, shape)])
+        out_type = TensorType(dtype, shape)
+        for _, i in self.inplace_pattern:
+            if not 0 <= i < len(padded) or not can_overwrite(padded[i].type, out_type):
+                raise KilnValueError(
+                    f"{self}: input {i} cannot hold the output {out_type} in place"
+                )
+        return Apply.create(self, padded, [out_type])
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
         _check_runtime_shapes(self, node.inputs, inputs)
+        dtype = node.outputs[0].type.dtype  # type: ignore[attr-defined]
+        if self.inplace_pattern:
+            buf = inputs[self.inplace_pattern[0][1]]
+            # A read-only buffer (a view of a constant) gets a new one.
+            if isinstance(buf, np.ndarray) and buf.flags.writeable and buf.dtype == dtype:
+                with np.errstate(all="ignore"):
+                    if self.scalar_op.supports_out:
+                        self.scalar_op.impl(*inputs, out=buf)
+                    else:
+                        np.copyto(buf, self.scalar_op.impl(*inputs), casting="unsafe")
+                outputs[0] = buf
+                return
         with np.errstate(all="ignore"):
             result = self.scalar_op.impl(*inputs)
-        outputs[0] = np.asarray(result, dtype=node.outputs[0].type.dtype)  # type: ignore[attr-defined]
+        outputs[0] = np.asarray(result, dtype=dtype)
 
     def infer_shape(
         self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
@@ -151,6 +191,20 @@ class Elemwise(Op):
             else:
                 result.append(unbroadcast_to(g, x))
         return result
+
+
+def can_overwrite(source: Any, target: Any) -> bool:
+    """Whether a value of type ``source`` can be overwritten by an output of type ``target``.
+
+    Both must be tensors of the same dtype and broadcasting pattern, so that at run time
+    the value has the output's exact shape and dtype.
+    """
+    return (
+        isinstance(source, TensorType)
+        and isinstance(target, TensorType)
+        and source.dtype == target.dtype
+        and source.broadcastable == target.broadcastable
+    )
 
 
 def _check_runtime_shapes(op: Op, variables: Sequence[Variable], values: Sequence[Any]) -> None:
@@ -204,6 +258,7 @@ class DimShuffle(Op):
     """
 
     __props__ = ("input_ndim", "new_order")
+    view_map = {0: [0]}
 
     def __init__(self, input_ndim: int, new_order: Sequence[int | str]) -> None:
         self.input_ndim = int(input_ndim)

@@ -114,6 +114,11 @@ def numpy_index(idx_list: Sequence[Any], values: Sequence[Any]) -> tuple[Any, ..
     return tuple(out)
 
 
+def writeable(x: Any) -> bool:
+    """Whether ``x`` is an array an in-place update may write into."""
+    return isinstance(x, np.ndarray) and bool(x.flags.writeable)
+
+
 def encode(entries: Sequence[tuple[str, Any]]) -> tuple[tuple[Any, ...], list[Variable]]:
     """Split parsed entries into ``idx_list`` and the index inputs."""
     idx_list: list[Any] = []

@@ -122,6 +122,7 @@ class Split(Op):
         self.n = int(n)
         if self.n < 1:
             raise KilnValueError(f"Split: n must be at least 1, got {n}")
+        self.view_map = {i: [0] for i in range(self.n)}
 
     def make_node(self, x: Any, *sizes: Any) -> Apply:
         x = as_tensor(x)

@@ -52,18 +52,30 @@ def _switch(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(c, a, b)
 
 
-def _sum_of(*xs: np.ndarray) -> np.ndarray:
-    out = xs[0]
-    for x in xs[1:]:
-        out = out + x
-    return out
+def _fold(ufunc: np.ufunc, xs: tuple[np.ndarray, ...], out: np.ndarray | None) -> Any:
+    """Return ``(xs[0] op xs[1]) op xs[2] ...`` as a new array, or written into ``out``.
+
+    ``out`` may be one of ``xs`` (in place): the steps before that operand is read
+    allocate, so it is read before it is overwritten. The result is never an input.
+    """
+    if len(xs) == 1:
+        if out is None:
+            return np.array(xs[0], copy=True)
+        np.copyto(out, xs[0], casting="unsafe")
+        return out
+    k = next((i for i, x in enumerate(xs) if x is out), 0)
+    acc = xs[0]
+    for i, x in enumerate(xs[1:], start=1):
+        acc = ufunc(acc, x, out=out if i >= k else None)
+    return acc
 
 
-def _prod_of(*xs: np.ndarray) -> np.ndarray:
-    out = xs[0]
-    for x in xs[1:]:
-        out = out * x
-    return out
+def _sum_of(*xs: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return _fold(np.add, xs, out)
+
+
+def _prod_of(*xs: np.ndarray, out: np.ndarray | None = None) -> Any:
+    return _fold(np.multiply, xs, out)
 
 
 @functools.cache
@@ -120,6 +132,7 @@ def _declare(
             "nin": nin,
             "nfunc": staticmethod(nfunc),
             "dtype_rule": staticmethod(dtype_rule),
+            "supports_out": isinstance(nfunc, np.ufunc) or nfunc in (_sum_of, _prod_of),
             "grad": grad_method,
             "__doc__": doc,
             "__module__": __name__,

@@ -497,6 +497,14 @@ class Op(Props):
 
     #: Index of the output returned by ``op(...)``; ``None`` returns all outputs.
     default_output: ClassVar[int | None] = None
+    #: ``{output index: [input indices]}``: output ``i`` may be a view of (share memory
+    #: with) these inputs. "May be a view" counts: declare it wherever ``perform`` can
+    #: return one (``np.reshape``, basic slicing, ``np.transpose``...). Read-only.
+    view_map: dict[int, list[int]] = {}
+    #: ``{output index: [input indices]}``: output ``i`` is written into these inputs'
+    #: buffers, destroying their values (the in-place variants chosen by the in-place
+    #: phase). Read-only; set per instance where props decide it.
+    destroy_map: dict[int, list[int]] = {}
 
     def make_node(self, *inputs: Any) -> Apply:
         """Check the inputs and return the (interned) :class:`Apply` node."""

@@ -148,10 +148,15 @@ class OpFromGraph(Op):
                         f"static shape {inner.type.shape}"
                     )
         results = self._program()(list(inputs))
-        ids = {id(v) for v in inputs}
+        arrays = [v for v in inputs if isinstance(v, np.ndarray)]
         for k, r in enumerate(results):
-            # Never hand out an input buffer or a read-only constant as a fresh output.
-            if id(r) in ids or not getattr(r, "flags", None) or not r.flags.writeable:
+            # Never hand out (a view of) an input buffer or a read-only constant as a
+            # fresh output: the in-place phase may overwrite this output.
+            if (
+                not isinstance(r, np.ndarray)
+                or not r.flags.writeable
+                or any(np.may_share_memory(r, v) for v in arrays)
+            ):
                 r = np.array(r, copy=True)
             outputs[k] = r
 

@@ -167,6 +167,7 @@ class Reshape(Op):
     """Reshape to a shape vector (one entry may be ``-1``)."""
 
     __props__ = ("ndim",)
+    view_map = {0: [0]}  # np.reshape returns a view when it can
 
     def __init__(self, ndim: int) -> None:
         self.ndim = int(ndim)

@@ -33,6 +33,7 @@ class Subtensor(Op):
     """
 
     __props__ = ("idx_list",)
+    view_map = {0: [0]}
 
     def __init__(self, idx_list: Sequence[Any]) -> None:
         self.idx_list = _index.check_idx_list(idx_list, (INT, NEWAXIS), "Subtensor")
@@ -80,6 +81,8 @@ class IncSubtensor(Op):
         self.idx_list = _index.check_idx_list(idx_list, (INT, NEWAXIS), "IncSubtensor")
         self.set_instead_of_inc = bool(set_instead_of_inc)
         self.inplace = bool(inplace)
+        if self.inplace:
+            self.destroy_map = {0: [0]}
 
     def __str__(self) -> str:
         kind = "Set" if self.set_instead_of_inc else "Inc"
@@ -94,7 +97,7 @@ class IncSubtensor(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, y, *values = inputs
-        out = x if self.inplace else x.copy()
+        out = x if self.inplace and _index.writeable(x) else np.array(x, copy=True)
         index = _index.numpy_index(self.idx_list, values)
         with _index.index_errors(self):
             _index.check_update(self, node.inputs[1], y, np.shape(out[index]))
