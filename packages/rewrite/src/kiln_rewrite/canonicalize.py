@@ -1,4 +1,13 @@
-"""Canonicalize phase: constant folding, useless ops, algebraic normal forms."""
+"""Canonicalize phase: constant folding, useless ops, algebraic normal forms, shapes.
+
+Constant folding is here; the other rewrites are grouped by family in
+:mod:`kiln_rewrite._canonicalize_algebra` (elementwise algebra: useless arithmetic,
+n-ary chains, like terms and powers, exp/log) and :mod:`kiln_rewrite._canonicalize_shape`
+(DimShuffle, Reshape, Alloc, shape reads, shape vectors, reductions), re-exported as
+``algebra`` and ``shape``. Every rewrite is tagged ``fast_run``; the cheap ones
+(folding, useless ops, DimShuffle merging, shape simplification) also ``fast_compile``.
+``kiln_rewrite.pipeline()`` lists them with the identity each applies.
+"""
 
 from __future__ import annotations
 
@@ -36,3 +45,11 @@ def constant_folding(node: Apply) -> list[Variable] | None:
         kt.constant(np.asarray(r, dtype=o.type.dtype))  # type: ignore[attr-defined]
         for r, o in zip(results, node.outputs, strict=True)
     ]
+
+
+# The rewrites of the other canonicalize families register themselves in these modules
+# (after constant folding, so it is listed first); import them by name from here.
+from kiln_rewrite import _canonicalize_algebra as algebra  # noqa: E402
+from kiln_rewrite import _canonicalize_shape as shape  # noqa: E402
+
+__all__ = ["algebra", "constant_folding", "shape"]
