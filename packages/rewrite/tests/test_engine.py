@@ -196,3 +196,11 @@ def test_ever_growing_rewrite_hits_the_bound():
 
     with pytest.raises(RewriteLoopError, match=r"more than 100 times.*grow \(101x\)"):
         rewrite_graph([kt.exp(x)], [_local("grow", grow, [Exp])], max_applications=100)
+
+
+def test_query_excludes_a_rewrite_by_name():
+    x = kt.vector("x")
+    y = kt.exp(x) * (kt.constant(2.0) + 3.0)
+    kept = rewrite([x], [y], Query().excluding("constant_folding"))
+    assert "add" in _ops(kept)
+    assert "add" not in _ops(rewrite([x], [y], Query()))

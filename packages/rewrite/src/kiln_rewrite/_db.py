@@ -58,7 +58,7 @@ class Rewrite:
 
 @dataclasses.dataclass(frozen=True)
 class Query:
-    """Which rewrites run: those with any tag in ``include`` and none in ``exclude``.
+    """Which rewrites run: those with a tag (or name) in ``include`` and none in ``exclude``.
 
     ``phases`` limits the phases that run (default: all, in order).
     """
@@ -85,8 +85,10 @@ class Query:
         )
 
     def selects(self, rewrite: Rewrite) -> bool:
-        """Whether ``rewrite`` runs under this query."""
-        return bool(rewrite.tags & self.include) and not rewrite.tags & self.exclude
+        """Return whether ``rewrite`` runs: a tag or its name included, none excluded."""
+        included = bool(rewrite.tags & self.include) or rewrite.name in self.include
+        excluded = bool(rewrite.tags & self.exclude) or rewrite.name in self.exclude
+        return included and not excluded
 
 
 class RewriteDB:
