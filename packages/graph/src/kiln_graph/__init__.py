@@ -10,6 +10,8 @@ from kiln_graph._advanced_subtensor import AdvancedIncSubtensor1 as AdvancedIncS
 from kiln_graph._advanced_subtensor import AdvancedSubtensor as AdvancedSubtensor
 from kiln_graph._advanced_subtensor import AdvancedSubtensor1 as AdvancedSubtensor1
 from kiln_graph._blockwise import Blockwise as Blockwise
+from kiln_graph._composite import Composite as Composite
+from kiln_graph._composite import ScalarConstant as ScalarConstant
 from kiln_graph._elemwise import DimShuffle as DimShuffle
 from kiln_graph._elemwise import Elemwise as Elemwise
 from kiln_graph._elemwise import ScalarOp as ScalarOp
@@ -20,6 +22,7 @@ from kiln_graph._errors import KilnIndexError as KilnIndexError
 from kiln_graph._errors import KilnTypeError as KilnTypeError
 from kiln_graph._errors import KilnValueError as KilnValueError
 from kiln_graph._errors import ShapeMismatchError as ShapeMismatchError
+from kiln_graph._fused_reduce import FusedReduce as FusedReduce
 from kiln_graph._grad import grad as grad
 from kiln_graph._grad import hessian as hessian
 from kiln_graph._grad import jacobian as jacobian
