@@ -16,6 +16,7 @@ import pytest
 
 import kiln_graph.tensor as kt
 from kiln_graph import (
+    Constant,
     DimShuffle,
     Elemwise,
     ShapeMismatchError,
@@ -531,3 +532,14 @@ def test_whole_pipeline_reaches_a_fixed_point_and_keeps_values(case: Case):
     (new,) = rewrite(inputs, [out])
     assert new.type == out.type
     _same_values(inputs, out, new, case.domain)
+
+
+def test_large_constant_views_are_not_folded_into_copies():
+    data = kt.constant(np.arange(30_000.0).reshape(3000, 10))
+    v = kt.vector("v", shape=(3000,))
+    out = rewrite([v], [kt.dot(data.T, v)])
+    constants = [i for n in toposort(out) for i in n.inputs if isinstance(i, Constant)]
+    assert sum(c.data.size for c in constants) <= data.data.size + 10
+    small = kt.constant(np.arange(6.0).reshape(2, 3))
+    (folded,) = rewrite([], [small.T])
+    assert isinstance(folded, Constant)

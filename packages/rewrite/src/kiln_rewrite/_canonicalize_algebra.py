@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kiln_graph import Apply, Constant, Elemwise, Variable
+from kiln_graph import Apply, Constant, Elemwise, TensorVariable, Variable
 from kiln_graph import tensor as kt
 from kiln_graph._elemwise import Cast
 from kiln_graph._math import (
@@ -54,8 +54,11 @@ MAX_FLAT_ARITY = 64
 _CHEAP = ("fast_run", "fast_compile")
 
 
-def _out(node: Apply) -> Variable:
-    return node.outputs[0]
+def _out(node: Apply) -> TensorVariable:
+    """Return the single output of an Elemwise node (always a tensor)."""
+    out = node.outputs[0]
+    assert isinstance(out, TensorVariable)
+    return out
 
 
 def _elemwise(node: Apply, inputs: Sequence[Variable]) -> Variable:
@@ -121,14 +124,14 @@ def local_neg_neg(node: Apply) -> Variable | None:
 )
 def local_useless_cast(node: Apply) -> Variable | None:
     """Remove a cast to the dtype ``x`` already has, and merge a lossless double cast."""
-    (x,) = node.inputs
+    x = kt.as_tensor(node.inputs[0])
     out = _out(node)
-    if x.dtype == out.dtype:  # type: ignore[attr-defined]
+    if x.dtype == out.dtype:
         return x
-    if scalar_op_is(x, Cast):
-        inner = x.owner.inputs[0]  # type: ignore[union-attr]
-        if _exact_same_kind(inner.dtype, x.dtype):  # type: ignore[attr-defined]
-            return kt.cast(inner, out.dtype)  # type: ignore[attr-defined]
+    if x.owner is not None and scalar_op_is(x, Cast):
+        inner = kt.as_tensor(x.owner.inputs[0])
+        if _exact_same_kind(inner.dtype, x.dtype):
+            return kt.cast(inner, out.dtype)
     return None
 
 
@@ -188,7 +191,7 @@ def local_flatten_add_mul(node: Apply) -> Variable | None:
     changed = False
     for i in node.inputs:
         inner = i.owner.inputs[0] if is_left_pad(i) else i  # type: ignore[union-attr]
-        if scalar_op_is(inner, op_class) and inner.dtype == out.dtype:  # type: ignore[attr-defined]
+        if scalar_op_is(inner, op_class) and kt.as_tensor(inner).dtype == out.dtype:
             flat.extend(inner.owner.inputs)  # type: ignore[union-attr]
             changed = True
         else:

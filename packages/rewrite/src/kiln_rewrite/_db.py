@@ -78,7 +78,7 @@ class Query:
         return dataclasses.replace(self, exclude=self.exclude | set(tags))
 
     def key(self) -> str:
-        """A stable text form, part of the Stage-1 cache key."""
+        """Return a stable text form of the query (part of the Stage-1 cache key)."""
         return (
             f"include={sorted(self.include)};exclude={sorted(self.exclude)};"
             f"phases={list(self.phases)}"
@@ -118,7 +118,7 @@ class RewriteDB:
         return name in self._rewrites
 
     def in_phase(self, phase: str, query: Query) -> list[Rewrite]:
-        """The rewrites registered in ``phase`` that ``query`` selects."""
+        """Return the rewrites registered in ``phase`` that ``query`` selects."""
         return [r for r in self._rewrites.values() if r.phase == phase and query.selects(r)]
 
 
@@ -186,7 +186,7 @@ def register_global(
 
 
 def tracked_key(op: Op) -> tuple[type, ...]:
-    """The classes under which rewrites of a node with ``op`` are indexed."""
+    """Return the classes under which rewrites of a node with ``op`` are indexed."""
     if isinstance(op, Elemwise):
         return (type(op), type(op.scalar_op))
     return (type(op),)

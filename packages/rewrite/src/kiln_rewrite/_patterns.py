@@ -27,7 +27,7 @@ from kiln_rewrite._db import Rewrite, _normalize_tags, db
 
 
 def scalar_constant(v: Variable) -> float | int | bool | None:
-    """The value of ``v`` if it is a constant whose elements are all equal, else ``None``.
+    """Return the value of ``v`` if it is a constant with all elements equal, else ``None``.
 
     Looks through broadcasting (DimShuffle and Alloc of a constant).
     """
@@ -56,8 +56,10 @@ class PVar:
 
 
 class Pat:
-    """A pattern node: an application of ``op`` (an Op class, or a ScalarOp class for an
-    Elemwise) to argument patterns. ``commutative`` tries both orders of two args.
+    """A pattern node: ``op`` applied to argument patterns.
+
+    ``op`` is an Op class, or a ScalarOp class for an Elemwise; ``commutative`` tries
+    every order of the arguments (up to three).
     """
 
     def __init__(self, op: type, args: tuple[Any, ...], commutative: bool = False) -> None:

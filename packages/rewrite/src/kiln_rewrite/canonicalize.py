@@ -21,6 +21,9 @@ from kiln_rewrite._db import register_local
 
 #: Ops whose folded result can be much larger than their inputs: folded only when small.
 _EXPANDING = (Alloc, ARange, Eye)
+#: Above this many elements, a folded result that would only copy (a view op such as a
+#: transpose of a constant data matrix) or expand its input is left unfolded: folding it
+#: would store a second copy of the data in the graph and in every cache entry.
 _MAX_EXPANDED_SIZE = 10_000
 
 
@@ -39,7 +42,8 @@ def constant_folding(node: Apply) -> list[Variable] | None:
     results: list = [None] * len(node.outputs)
     with np.errstate(all="ignore"):
         node.op.perform(node, [i.data for i in node.inputs], results)  # type: ignore[attr-defined]
-    if isinstance(node.op, _EXPANDING) and any(np.size(r) > _MAX_EXPANDED_SIZE for r in results):
+    copies_or_expands = isinstance(node.op, _EXPANDING) or bool(node.op.view_map)
+    if copies_or_expands and any(np.size(r) > _MAX_EXPANDED_SIZE for r in results):
         return None
     return [
         kt.constant(np.asarray(r, dtype=o.type.dtype))  # type: ignore[attr-defined]

@@ -184,7 +184,7 @@ def local_log1p(node: Apply) -> Variable | None:
         return None
     del terms[one]
     rest: Any = kt.cast(terms[0] if len(terms) == 1 else kt.add(*terms), _dtype(arg))
-    if rest.type.broadcastable != arg.type.broadcastable:
+    if rest.type.broadcastable != kt.as_tensor(arg).type.broadcastable:
         return None  # the 1 broadcasts the other terms
     return kt.log1p(rest)
 
