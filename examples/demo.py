@@ -66,8 +66,10 @@ def main() -> None:
     print("\n".join(kiln.format_graph(logp).splitlines()[:12]) + "\n  ...")
 
     start = time.perf_counter()
-    f = kiln.function([theta], [logp, dlogp], mode="FAST_COMPILE")
+    f = kiln.function([theta], [logp, dlogp], profile=True)  # FAST_RUN: every rewrite
     print(f"\ncompiled on backend {f.linker!r} in {1e3 * (time.perf_counter() - start):.1f} ms")
+    print("after Stage 1 (rewriting), the graph that runs:")
+    print(kiln.format_graph(f.outputs))
 
     point = np.random.default_rng(0).normal(size=10)
     value, gradient = f(point)
@@ -91,6 +93,7 @@ def main() -> None:
         f(point)
     per_call = (time.perf_counter() - start) / n
     print(f"{per_call * 1e6:.1f} us per logp+gradient call on {f.linker!r}")
+    print(f.profile.summary())
     print("demo OK")
 
 
