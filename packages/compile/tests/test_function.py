@@ -134,17 +134,26 @@ def test_missing_backend_names_its_package(monkeypatch):
 
 
 def test_auto_falls_back_to_vm_with_one_warning(monkeypatch):
-    if "numba" in kiln_compile.available_linkers():
-        pytest.skip("numba installed: auto resolves to numba")
+    registry = {k: v for k, v in linkers._registered().items() if k != "numba"}
+    monkeypatch.setattr(linkers, "_registered", lambda: registry)
     monkeypatch.setattr(linkers, "_warned_fallback", [])
     x = kt.scalar("x")
-    with kiln_compile.config.change(warn_fallback=True):
+    with kiln_compile.config.change(warn_fallback=True, linker="auto"):
         with pytest.warns(UserWarning, match="kiln-numba"):
             f = function([x], x + 1)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             function([x], x + 2)
     assert f.linker == "vm"
+
+
+def test_auto_resolves_to_numba_when_installed():
+    if "numba" not in kiln_compile.available_linkers():
+        pytest.skip("kiln-numba is not installed")
+    x = kt.scalar("x")
+    with kiln_compile.config.change(linker="auto"):
+        assert function([x], x + 1).linker == "numba"
+        assert function([x], x + 1, mode="FAST_COMPILE").linker == "vm"
 
 
 def test_config_from_flags():

@@ -1,0 +1,17 @@
+"""kiln_numba: the Numba linker, kiln's default backend.
+
+A whole rewritten graph becomes one generated ``@njit`` function (elementwise chains
+and reductions as explicit loops), cached on disk so a later compile of the same graph,
+in any process, loads machine code instead of running LLVM.
+"""
+
+from kiln_numba import blockwise, elemwise, linalg, reduce, shape, subtensor
+from kiln_numba._codegen import ObjectModeWarning as ObjectModeWarning
+from kiln_numba._codegen import generate as generate
+from kiln_numba._funcify import CodeContext as CodeContext
+from kiln_numba._funcify import has_numba_implementation as has_numba_implementation
+from kiln_numba._funcify import numba_funcify as numba_funcify
+from kiln_numba._linker import NumbaLinker as NumbaLinker
+from kiln_numba._linker import NumbaThunk as NumbaThunk
+
+__all__ = ["blockwise", "elemwise", "linalg", "reduce", "shape", "subtensor"]

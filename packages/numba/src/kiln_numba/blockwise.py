@@ -1,0 +1,1 @@
+"""Numba implementations: blockwise family (being written)."""

@@ -1,0 +1,121 @@
+"""Elementwise ops as explicit loops: Elemwise (fused Composites included) and DimShuffle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kiln_graph import Apply, DimShuffle, Elemwise
+from kiln_graph._composite import Composite
+from kiln_numba._funcify import CodeContext, np_dtype, numba_funcify
+from kiln_numba.scalar import composite_statements, scalar_expr
+
+
+def loop_shape(ctx: CodeContext, label: str) -> list[str]:
+    """Emit the run-time length of each output dimension (with the broadcast checks).
+
+    A dimension takes its length from the first input that does not broadcast along it
+    (static length other than 1); the others must match, as on the VM.
+    """
+    node = ctx.node
+    out_t = ctx.output_type(0)
+    sizes = []
+    for d in range(out_t.ndim):
+        sources = [i for i, v in enumerate(node.inputs) if not v.type.broadcastable[d]]  # type: ignore[attr-defined]
+        static = out_t.shape[d]
+        if not sources:
+            sizes.append("1")
+            continue
+        first = f"{ctx.inputs[sources[0]]}.shape[{d}]"
+        size = ctx.fresh("n")
+        ctx.emit(f"{size} = {first}")
+        for i in sources[1:]:
+            if ctx.input_type(i).shape[d] is not None and static is not None:
+                continue
+            message = f"{label}: input {i} does not match the length of dimension {d}"
+            ctx.emit(
+                f"""
+                if {ctx.inputs[i]}.shape[{d}] != {size}:
+                    raise ValueError({message!r})
+                """
+            )
+        sizes.append(size)
+    return sizes
+
+
+def index_expr(name: str, broadcastable: tuple[bool, ...], loop_vars: list[str]) -> str:
+    """Return ``name`` indexed at the loop position (index 0 along broadcast dimensions)."""
+    if not broadcastable:
+        return f"{name}[()]"
+    idx = ", ".join("0" if b else j for b, j in zip(broadcastable, loop_vars, strict=True))
+    return f"{name}[{idx}]"
+
+
+def emit_loops(
+    ctx: CodeContext, sizes: list[str], body: Callable[[list[str]], list[str]]
+) -> list[str]:
+    """Emit nested ``for`` loops over ``sizes`` around ``body``; return the loop names."""
+    loop_vars = [ctx.fresh("j") for _ in sizes]
+    lines = []
+    for depth, (j, n) in enumerate(zip(loop_vars, sizes, strict=True)):
+        lines.append("    " * depth + f"for {j} in range({n}):")
+    indent = "    " * len(sizes)
+    lines.extend(indent + line for line in body(loop_vars))
+    ctx.emit("\n".join(lines))
+    return loop_vars
+
+
+@numba_funcify.register(Elemwise)
+def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Write one loop nest over the output computing the scalar op (or Composite program)."""
+    out_t = ctx.output_type(0)
+    (out,) = ctx.outputs
+    sizes = loop_shape(ctx, str(op))
+    inplace = dict(op.inplace_pattern)
+    if 0 in inplace:
+        ctx.emit(f"{out} = {ctx.inputs[inplace[0]]}")
+    else:
+        shape = "(" + "".join(f"{s}, " for s in sizes) + ")"
+        ctx.emit(f"{out} = np.empty({shape}, dtype={np_dtype(out_t.dtype)})")
+    in_dtypes = [ctx.input_type(i).dtype for i in range(len(node.inputs))]
+
+    def body(loop_vars: list[str]) -> list[str]:
+        args = []
+        lines = []
+        for i, v in enumerate(node.inputs):
+            lit = ctx.scalar_literal(i)
+            if lit is not None:
+                args.append(lit)
+                continue
+            name = ctx.fresh("a")
+            lines.append(f"{name} = {index_expr(ctx.inputs[i], v.type.broadcastable, loop_vars)}")  # type: ignore[attr-defined]
+            args.append(name)
+        target = index_expr(out, (False,) * out_t.ndim, loop_vars)
+        if isinstance(op.scalar_op, Composite):
+            steps, results = composite_statements(op.scalar_op, args, in_dtypes, ctx.fresh)
+            lines.extend(steps)
+            lines.append(f"{target} = {results[0]}")
+        else:
+            lines.append(f"{target} = {scalar_expr(op.scalar_op, args, out_t.dtype)}")
+        return lines
+
+    emit_loops(ctx, sizes, body)
+
+
+@numba_funcify.register(DimShuffle)
+def numba_funcify_DimShuffle(op: DimShuffle, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Transpose, then reshape to insert or drop length-1 dimensions (a view when possible)."""
+    (x,) = ctx.inputs
+    (out,) = ctx.outputs
+    perm = op.transposition + op.drop
+    src = x
+    if perm != tuple(range(op.input_ndim)):
+        src = ctx.fresh("t")
+        ctx.emit(f"{src} = np.transpose({x}, {perm!r})")
+    kept = [f"{src}.shape[{k}]" for k in range(len(op.transposition))]
+    it = iter(kept)
+    shape = [("1" if o == "x" else next(it)) for o in op.new_order]
+    shape_src = "(" + "".join(f"{s}, " for s in shape) + ")"
+    if not op.augment and not op.drop:
+        ctx.emit(f"{out} = {src}")  # a pure transposition: a view
+    else:
+        ctx.emit(f"{out} = np.ascontiguousarray({src}).reshape({shape_src})")

@@ -1,0 +1,1 @@
+"""Numba implementations: linalg family (being written)."""

@@ -1,0 +1,1 @@
+"""Numba implementations: reduce family (being written)."""

@@ -1,0 +1,129 @@
+"""Numba source for each scalar op: ``scalar_expr(op, args, in_dtypes, out_dtype)``.
+
+Expressions use NumPy's ufuncs on scalars where Numba supports them (so dtypes follow
+NumPy: ``np.exp`` of a float32 is a float32), and the helpers of
+:mod:`kiln_numba._runtime` for SciPy's special functions. Every expression is cast to
+the op's output dtype, as the VM's ``np.asarray(result, dtype)`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kiln_graph import ScalarOp
+from kiln_graph import _math as m
+from kiln_graph._composite import Composite, ScalarConstant
+from kiln_graph._elemwise import Cast
+from kiln_numba._funcify import NoNumbaImplementation, literal, np_dtype
+
+Template = Callable[[Sequence[str]], str]
+
+
+def _ufunc(name: str) -> Template:
+    return lambda a: f"np.{name}({', '.join(a)})"
+
+
+def _runtime(name: str) -> Template:
+    return lambda a: f"{name}({', '.join(f'np.float64({x})' for x in a)})"
+
+
+def _infix(op: str) -> Template:
+    return lambda a: "(" + f" {op} ".join(a) + ")"
+
+
+TEMPLATES: dict[type, Template] = {
+    m.Add: _infix("+"),
+    m.Sub: _infix("-"),
+    m.Mul: _infix("*"),
+    m.TrueDivide: _ufunc("true_divide"),
+    m.FloorDivide: _ufunc("floor_divide"),
+    m.Mod: _ufunc("mod"),
+    m.Pow: _ufunc("power"),
+    m.Maximum: _ufunc("maximum"),
+    m.Minimum: _ufunc("minimum"),
+    m.EQ: _infix("=="),
+    m.NEQ: _infix("!="),
+    m.LT: _infix("<"),
+    m.LE: _infix("<="),
+    m.GT: _infix(">"),
+    m.GE: _infix(">="),
+    m.AND: lambda a: f"({a[0]} and {a[1]})",
+    m.OR: lambda a: f"({a[0]} or {a[1]})",
+    m.NOT: lambda a: f"(not {a[0]})",
+    m.IsNan: _ufunc("isnan"),
+    m.IsInf: _ufunc("isinf"),
+    m.Neg: lambda a: f"(-{a[0]})",
+    m.Abs: _ufunc("abs"),
+    m.Sign: _ufunc("sign"),
+    m.Exp: _ufunc("exp"),
+    m.Exp2: _ufunc("exp2"),
+    m.Expm1: _ufunc("expm1"),
+    m.Log: _ufunc("log"),
+    m.Log2: _ufunc("log2"),
+    m.Log10: _ufunc("log10"),
+    m.Log1p: _ufunc("log1p"),
+    m.Sqrt: _ufunc("sqrt"),
+    m.Square: lambda a: f"({a[0]} * {a[0]})",
+    m.Reciprocal: _ufunc("reciprocal"),
+    m.Sigmoid: _runtime("sigmoid"),
+    m.Softplus: _runtime("softplus"),
+    m.Log1mexp: _runtime("log1mexp"),
+    m.Logit: _runtime("logit"),
+    m.Tanh: _ufunc("tanh"),
+    m.Sinh: _ufunc("sinh"),
+    m.Cosh: _ufunc("cosh"),
+    m.Arcsinh: _ufunc("arcsinh"),
+    m.Sin: _ufunc("sin"),
+    m.Cos: _ufunc("cos"),
+    m.Tan: _ufunc("tan"),
+    m.Arctan: _ufunc("arctan"),
+    m.Erf: lambda a: f"math.erf({a[0]})",
+    m.Erfc: lambda a: f"math.erfc({a[0]})",
+    m.Erfcx: _runtime("erfcx"),
+    m.Erfinv: _runtime("erfinv"),
+    m.Gammaln: lambda a: f"math.lgamma({a[0]})",
+    m.Digamma: _runtime("digamma"),
+    m.Polygamma: _runtime("polygamma"),
+    m.Betaln: _runtime("betaln"),
+    m.Floor: _ufunc("floor"),
+    m.Ceil: _ufunc("ceil"),
+    m.Round: _runtime("round_half_to_even"),
+    m.Switch: lambda a: f"({a[1]} if {a[0]} else {a[2]})",
+    m.Clip: lambda a: f"np.minimum(np.maximum({a[0]}, {a[1]}), {a[2]})",
+    m.Logaddexp: _ufunc("logaddexp"),
+}
+
+
+def scalar_expr(op: ScalarOp, args: Sequence[str], out_dtype: str) -> str:
+    """Return the Numba expression of ``op`` applied to ``args``, as ``out_dtype``."""
+    if isinstance(op, Cast):
+        return cast_expr(args[0], op.dtype)
+    if isinstance(op, ScalarConstant):
+        return literal(op.value[()], op.dtype)
+    template = TEMPLATES.get(type(op))
+    if template is None:
+        raise NoNumbaImplementation(f"no Numba template for the scalar op {op}")
+    return cast_expr(template(args), out_dtype)
+
+
+def cast_expr(expr: str, dtype: str) -> str:
+    """Return ``expr`` converted to ``dtype``."""
+    if dtype == "bool":
+        return f"bool({expr})"
+    return f"{np_dtype(dtype)}({expr})"
+
+
+def composite_statements(
+    op: Composite, args: Sequence[str], in_dtypes: Sequence[str], fresh: Callable[[str], str]
+) -> tuple[list[str], list[str]]:
+    """Return the statements of a Composite's program and the names of its outputs."""
+    dtypes = op.slot_dtypes(*in_dtypes)
+    slots = list(args)
+    lines = []
+    for j, (step, step_args) in enumerate(op.steps):
+        slot = op.nin + j
+        name = fresh("s")
+        expr = scalar_expr(step, [slots[a] for a in step_args], dtypes[slot])
+        lines.append(f"{name} = {expr}")
+        slots.append(name)
+    return lines, [slots[o] for o in op.outputs]

@@ -1,0 +1,1 @@
+"""Numba implementations: shape family (being written)."""

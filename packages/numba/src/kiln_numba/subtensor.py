@@ -1,0 +1,1 @@
+"""Numba implementations: subtensor family (being written)."""
