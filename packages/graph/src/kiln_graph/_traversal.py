@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from kiln_graph._errors import KilnTypeError
 from kiln_graph._node import Apply, Constant, Variable, as_variable_list
@@ -116,3 +116,29 @@ def graph_replace(
             memo.setdefault(old, new)
     result = [memo.get(v, v) for v in outs]
     return result[0] if single else result
+
+
+def uses_any(
+    roots: Iterable[Variable],
+    targets: Container[Variable],
+    stop: Container[Variable] = (),
+    limit: int | None = None,
+) -> bool:
+    """Return whether the graph of ``roots``, above the variables in ``stop``, uses a target.
+
+    With ``limit``, the walk is conservative: past ``limit`` visited nodes it answers
+    ``True``.
+    """
+    stack = list(roots)
+    seen: set[Variable] = set()
+    while stack:
+        v = stack.pop()
+        if v in targets:
+            return True
+        if v in seen or v in stop or v.owner is None:
+            continue
+        seen.add(v)
+        if limit is not None and len(seen) > limit:
+            return True
+        stack.extend(v.owner.inputs)
+    return False

@@ -16,6 +16,7 @@ import numpy as np
 from kiln_graph import Constant, DimShuffle, Elemwise, TensorType, Variable
 from kiln_graph import tensor as kt
 from kiln_graph._shape import ShapeI, shape_constant, shape_tuple
+from kiln_graph._traversal import uses_any
 from kiln_graph._types import DISCRETE_DTYPES
 
 #: How many nodes :func:`local_shape` inspects, looking for a self-reference, before it
@@ -52,23 +53,8 @@ def is_left_pad(v: Variable) -> bool:
 
 
 def _mentions(roots: Sequence[Variable], stop: set[Variable], targets: set[Variable]) -> bool:
-    """Whether the graph of ``roots`` above ``stop`` uses a variable in ``targets``.
-
-    Conservative: answers ``True`` when the walk grows past ``_MAX_SHAPE_WALK`` nodes.
-    """
-    stack = list(roots)
-    seen: set[Variable] = set()
-    while stack:
-        v = stack.pop()
-        if v in targets:
-            return True
-        if v in seen or v in stop or v.owner is None:
-            continue
-        seen.add(v)
-        if len(seen) > _MAX_SHAPE_WALK:
-            return True
-        stack.extend(v.owner.inputs)
-    return False
+    """Return whether the graph of ``roots`` above ``stop`` uses a target (conservative)."""
+    return uses_any(roots, targets, stop, limit=_MAX_SHAPE_WALK)
 
 
 def local_shape(v: Variable) -> tuple[Variable, ...] | None:

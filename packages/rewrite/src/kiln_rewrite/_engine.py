@@ -23,6 +23,7 @@ from kiln_graph import (
     toposort,
 )
 from kiln_graph import tensor as kt
+from kiln_graph._traversal import uses_any
 from kiln_rewrite._db import Rewrite, tracked_key
 from kiln_rewrite._stats import RewriteStats
 
@@ -171,7 +172,7 @@ def rewrite_graph(
                     memo[o2] = o2
                 stack.pop()
             else:
-                if _reaches(replacement, set(node.outputs) | set(new_node.outputs), memo):
+                if uses_any(replacement, set(node.outputs) | set(new_node.outputs), memo):
                     raise RewriteTypeError(
                         f"rewrite {fired_name!r}: a replacement may not "
                         f"contain the variable it replaces ({v!r})"
@@ -180,18 +181,3 @@ def rewrite_graph(
                     redirect[o] = r
                     redirect_rule[o] = fired_name
     return [memo[o] for o in outs]
-
-
-def _reaches(roots: list[Variable], targets: set[Variable], done: dict[Variable, Variable]) -> bool:
-    """Whether the new part of the graph of ``roots`` (above ``done``) uses a target."""
-    stack = list(roots)
-    seen: set[Variable] = set()
-    while stack:
-        v = stack.pop()
-        if v in targets:
-            return True
-        if v in seen or v in done or v.owner is None:
-            continue
-        seen.add(v)
-        stack.extend(v.owner.inputs)
-    return False
