@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numba
@@ -11,7 +12,13 @@ import numpy as np
 
 from kiln_compile import FunctionGraph
 from kiln_graph import Apply, Constant, TensorType, Variable, toposort
-from kiln_numba._funcify import CodeContext, ModuleBuilder, NoNumbaImplementation, numba_funcify
+from kiln_numba._funcify import (
+    CodeContext,
+    FunctionScope,
+    ModuleBuilder,
+    NoNumbaImplementation,
+    numba_funcify,
+)
 
 #: Bumped whenever generated code changes meaning (part of the Stage-2 cache key).
 CODEGEN_VERSION = 1
@@ -55,47 +62,64 @@ def generate(fgraph: FunctionGraph) -> Generated:
     ``kiln_fn`` returns a tuple with one array per output of ``fgraph`` (requested
     outputs, then the updates' new values).
     """
-    module = ModuleBuilder()
-    names: dict[Variable, str] = {}
-    params: list[str] = []
-    for k, v in enumerate(fgraph.inputs):
-        names[v] = f"i{k}"
-        params.append(names[v])
-    constants: list[np.ndarray] = []
+    module = ModuleBuilder(write_body)
+    constants: dict[Constant, str] = {}
+
+    def constant_name(c: Constant) -> str:
+        return constants.setdefault(c, f"c{len(constants)}")
+
+    scope = FunctionScope(constant_name)
+    in_names = [f"i{k}" for k in range(len(fgraph.inputs))]
+    write_body(module, scope, fgraph.inputs, in_names, fgraph.outputs)
+    signature = ", ".join([*in_names, *constants.values()])
+    body = "\n".join("    " + line for line in scope.lines)
+    helpers = "\n\n\n".join(module.helpers.values())
+    decorator = (
+        "@njit(cache=True, error_model='numpy')"
+        if module.cacheable
+        else "@njit(error_model='numpy')"
+    )
+    source = f"{_HEADER}\n\n{helpers}\n\n\n{decorator}\ndef {FUNCTION_NAME}({signature}):\n{body}\n"
+    return Generated(source, [c.data for c in constants], module.python_globals, module.cacheable)
+
+
+def write_body(
+    module: ModuleBuilder,
+    scope: FunctionScope,
+    inputs: Sequence[Variable],
+    in_names: Sequence[str],
+    outputs: Sequence[Variable],
+) -> None:
+    """Write the statements computing ``outputs`` from ``inputs`` into ``scope``.
+
+    Each node's statements come from :func:`numba_funcify` (object mode when it has no
+    implementation); constants are named by ``scope.constant_name``. The body ends by
+    returning the tuple of ``outputs``.
+    """
+    names: dict[Variable, str] = dict(zip(inputs, in_names, strict=True))
 
     def name_of(v: Variable) -> str:
         if v not in names:
             if not isinstance(v, Constant):
                 raise NoNumbaImplementation(f"{v!r} is neither an input nor computed")
-            names[v] = f"c{len(constants)}"
-            constants.append(v.data)
+            names[v] = scope.constant_name(v)
         return names[v]
 
-    cacheable = True
-    for node in toposort(fgraph.outputs, stop_at=fgraph.inputs):
-        in_names = [name_of(v) for v in node.inputs]
-        out_names = [module.fresh("v") for _ in node.outputs]
-        module.body.append(f"# {node.op}")
-        start = len(module.body)
-        ctx = CodeContext(module, node, in_names, out_names)
+    for node in toposort(list(outputs), stop_at=list(inputs)):
+        in_vars = [name_of(v) for v in node.inputs]
+        out_vars = [module.fresh("v") for _ in node.outputs]
+        scope.lines.append(f"# {node.op}")
+        start = len(scope.lines)
+        ctx = CodeContext(module, node, in_vars, out_vars, scope)
         try:
             numba_funcify(node.op, node, ctx)
         except NoNumbaImplementation:
-            del module.body[start:]
+            del scope.lines[start:]
             _object_mode(node, ctx)
-            cacheable = False
-        names.update(zip(node.outputs, out_names, strict=True))
-    outs = [name_of(v) for v in fgraph.outputs]
-    const_params = [f"c{k}" for k in range(len(constants))]
-    signature = ", ".join(params + const_params)
-    ret = "(" + "".join(f"{o}, " for o in outs) + ")"
-    body = "\n".join("    " + line for line in module.body + [f"return {ret}"])
-    helpers = "\n\n\n".join(module.helpers.values())
-    decorator = (
-        "@njit(cache=True, error_model='numpy')" if cacheable else ("@njit(error_model='numpy')")
-    )
-    source = f"{_HEADER}\n\n{helpers}\n\n\n{decorator}\ndef {FUNCTION_NAME}({signature}):\n{body}\n"
-    return Generated(source, constants, module.python_globals, cacheable)
+            scope.cacheable = module.cacheable = False
+        names.update(zip(node.outputs, out_vars, strict=True))
+    outs = [name_of(v) for v in outputs]
+    scope.lines.append("return (" + "".join(f"{o}, " for o in outs) + ")")
 
 
 def _numba_type_source(module: ModuleBuilder, t: TensorType) -> str:
@@ -112,7 +136,7 @@ def _object_mode(node: Apply, ctx: CodeContext) -> None:
             f"kiln: the Op {node.op} has no Numba implementation; it runs through its "
             "Python perform in object mode (slow)",
             ObjectModeWarning,
-            stacklevel=6,
+            stacklevel=7,
         )
 
     def run(*values: Any) -> tuple[Any, ...]:

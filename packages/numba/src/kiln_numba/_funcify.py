@@ -11,8 +11,9 @@ Implementations live in modules that mirror kiln_graph's op families (``elemwise
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import singledispatch
 from typing import Any
 
@@ -25,14 +26,52 @@ class NoNumbaImplementation(NotImplementedError):
     """An Op has no Numba implementation (the linker then falls back to object mode)."""
 
 
-class ModuleBuilder:
-    """The generated module: helper functions, the main function's body, its arguments."""
+class FunctionScope:
+    """One generated function being written: its statements and its constant parameters.
 
-    def __init__(self) -> None:
+    ``constant_name(c)`` returns the name of the constant ``c`` inside this function
+    (a parameter of it); ``cacheable`` turns False when a node falls back to object mode.
+    """
+
+    def __init__(self, constant_name: Callable[[Constant], str]) -> None:
+        self.lines: list[str] = []
+        self.constant_name = constant_name
+        self.cacheable = True
+
+
+@dataclasses.dataclass(frozen=True)
+class SubFunction:
+    """A module-level njit function computing an inner graph.
+
+    Call it as ``name(*inputs, *constants)``; it returns a tuple of its outputs.
+    """
+
+    name: str
+    constants: tuple[Constant, ...]
+
+
+#: ``write_body(module, scope, inputs, in_names, outputs)``: write the statements computing
+#: ``outputs`` from ``inputs`` (named ``in_names``) into ``scope``, ending with a ``return``
+#: of the tuple of outputs (see :func:`kiln_numba._codegen.write_body`).
+BodyWriter = Callable[
+    ["ModuleBuilder", FunctionScope, Sequence[Variable], Sequence[str], Sequence[Variable]], None
+]
+
+
+class ModuleBuilder:
+    """The generated module: helper functions, inner-graph functions, Python globals.
+
+    ``write_body`` is the code generator's writer of function bodies, used for the
+    functions of inner graphs (:meth:`function`).
+    """
+
+    def __init__(self, write_body: BodyWriter | None = None) -> None:
         self.helpers: dict[str, str] = {}
         self.helper_names: dict[str, str] = {}
-        self.body: list[str] = []
+        self.functions: dict[str, SubFunction] = {}
         self.python_globals: dict[str, Any] = {}
+        self.cacheable = True
+        self._write_body = write_body
         self._counter = 0
 
     def fresh(self, prefix: str) -> str:
@@ -52,6 +91,37 @@ class ModuleBuilder:
             self.helper_names[key] = name
             self.helpers[name] = textwrap.dedent(make_source(name)).strip()
         return self.helper_names[key]
+
+    def function(
+        self, key: str, inputs: Sequence[Variable], outputs: Sequence[Variable]
+    ) -> SubFunction:
+        """Define, once per ``key``, an njit function computing ``outputs`` from ``inputs``.
+
+        The graph between them is written with the same code generator as the main
+        function (nested inner graphs become further functions). Its parameters are the
+        ``inputs``, then the constants the graph uses (:attr:`SubFunction.constants`).
+        """
+        found = self.functions.get(key)
+        if found is not None:
+            return found
+        if self._write_body is None:
+            raise NoNumbaImplementation("this module cannot generate inner-graph functions")
+        constants: dict[Constant, str] = {}
+
+        def constant_name(c: Constant) -> str:
+            return constants.setdefault(c, f"c{len(constants)}")
+
+        scope = FunctionScope(constant_name)
+        in_names = [f"i{k}" for k in range(len(inputs))]
+        self._write_body(self, scope, inputs, in_names, outputs)
+        name = self.fresh("fn")
+        params = ", ".join([*in_names, *constants.values()])
+        cache = "cache=True, " if scope.cacheable else ""
+        body = "\n".join("    " + line for line in scope.lines)
+        self.helpers[name] = f"@njit({cache}error_model='numpy')\ndef {name}({params}):\n{body}"
+        found = SubFunction(name, tuple(constants))
+        self.functions[key] = found
+        return found
 
     def python_global(self, value: Any, prefix: str = "g") -> str:
         """Make a Python object a global of the generated module (for object mode)."""
@@ -74,16 +144,18 @@ class CodeContext:
         node: Apply,
         inputs: list[str],
         outputs: list[str],
+        scope: FunctionScope | None = None,
     ) -> None:
         self.module = module
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
+        self.scope = scope if scope is not None else FunctionScope(_no_constants)
 
     def emit(self, code: str) -> None:
         """Append statements (dedented; nested blocks keep their relative indentation)."""
         for line in textwrap.dedent(code).strip("\n").splitlines():
-            self.module.body.append(line)
+            self.scope.lines.append(line)
 
     def fresh(self, prefix: str = "t") -> str:
         """Return a new unique local name."""
@@ -92,6 +164,23 @@ class CodeContext:
     def helper(self, key: str, make_source: Callable[[str], str]) -> str:
         """Define a module-level helper once per ``key`` (see :meth:`ModuleBuilder.helper`)."""
         return self.module.helper(key, make_source)
+
+    def call_function(
+        self,
+        key: str,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        args: Sequence[str],
+    ) -> str:
+        """Return the expression calling the function of an inner graph on ``args``.
+
+        The function computing ``outputs`` from ``inputs`` is generated once per ``key``
+        (:meth:`ModuleBuilder.function`); the expression evaluates to the tuple of its
+        outputs. ``args`` are the names (or expressions) of its inputs here.
+        """
+        fn = self.module.function(key, inputs, outputs)
+        consts = [self.scope.constant_name(c) for c in fn.constants]
+        return f"{fn.name}({', '.join([*args, *consts])})"
 
     def input_type(self, i: int) -> TensorType:
         """Return the TensorType of input ``i``."""
@@ -118,6 +207,10 @@ class CodeContext:
         if isinstance(v, Constant) and v.data.size == 1 and v.data.dtype.kind in "iub":
             return int(v.data.reshape(-1)[0])
         return None
+
+
+def _no_constants(c: Constant) -> str:
+    raise NoNumbaImplementation(f"no parameter for the constant {c!r} in this context")
 
 
 def literal(value: Any, dtype: str) -> str:
