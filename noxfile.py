@@ -4,10 +4,13 @@ Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
 
 - ``tests``: pytest over every ``packages/*/tests`` and ``integration/``.
 - ``lint``: ruff check, ruff format --check, and mypy over ``packages/*/src``.
-- ``bench``: ``benchmarks/run.py``, one JSON result file per run in ``benchmarks/results/``.
-- ``peer``: ``benchmarks/peer.py``, kiln's Stage 1 against PyTensor's rewriting on the
+- ``bench``: ``benchmarks/run.py``, one JSON result file per run in ``benchmarks/results/``
+  (Stage 1, and the Numba backend's compile and call times on the benchmark models).
+- ``peer``: ``benchmarks/peer.py``, kiln's Stage 1 against PyTensor's rewriting, and
+  kiln's Numba compile / call times against PyMC/PyTensor's Numba mode, on the
   benchmark models, in its own virtualenv with PyMC and PyTensor (pinned by
-  ``benchmarks/peer-constraints.txt``, not by ``constraints.txt``).
+  ``benchmarks/peer-constraints.txt``, not by ``constraints.txt``). JAX is not
+  installed; the JAX baseline of M3 runs only where it is importable.
 - ``demo``: ``examples/demo.py``.
 
 Every session installs all packages under ``packages/`` in editable mode, pinned by
@@ -136,7 +139,7 @@ def _timestamped_output(args: list[str], prefix: str) -> list[str]:
 
 @nox.session(python=PYTHON)
 def peer(session: nox.Session) -> None:
-    """Compare kiln's Stage 1 with PyTensor's rewriting on M1-M4 (PyMC models).
+    """Compare kiln with PyTensor on M1-M4 (PyMC models): Stage 1, Numba compile and calls.
 
     Results go to benchmarks/results/peer-<UTC timestamp>.json.
     """

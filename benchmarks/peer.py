@@ -19,6 +19,20 @@ variable (PyMC's value variables); the data are constants on both sides.
 - kiln: ``stage1.time_kiln_rewrite`` (``kiln_models.py``, prepared, then
   ``kiln_rewrite.rewrite`` with ``FAST_RUN_QUERY``), each repeat on a freshly built graph.
 
+Numba backend (both sides, logp + gradient; see ``stage2.py``): each side compiles the
+model in two new processes on one cache folder that starts empty (``KILN_CACHE_DIR``,
+``NUMBA_CACHE_DIR`` and PyTensor's ``base_compiledir``/``compiledir`` through
+``PYTENSOR_FLAGS``, all in a temporary folder): ``cold`` then ``warm``, each timed from
+building the model to the first call returning, with Stage 1 (kiln's ``rewrite``,
+PyTensor's profile ``rewriting_time``) and Stage 2 (``link`` / ``linker_time``, plus the
+first call) apart. PyTensor's function is ``pymc.pytensorf.compile(value_vars, [logp,
+*grads])`` in its default mode (Numba), as ``model.compile_logp`` / ``compile_dlogp``
+build theirs. The warm process then times calls (``trust_input``, profiling off, one
+fixed point), kiln's with the hand-written ``@njit`` baseline (M1-M3) and ``jax.jit``
+(M3, when JAX is importable) beside it. ``numba_ratios`` gathers, per model,
+kiln / PyTensor for cold (target <= 0.5) and warm (<= 0.1) compile and per call, and
+kiln / njit per call (<= 1.2 on M1, M2) and kiln / JAX (M3, <= 1).
+
 Each side gets one untimed warm-up per model; ``gc.collect()`` runs before each timed
 repeat; the figures are medians. ``ratio`` is kiln / PyTensor (the target is <= 0.5).
 ``logp_check`` compares the two log densities at one random point (PyMC's unrewritten
@@ -46,9 +60,11 @@ from pytensor.compile.mode import Mode, get_default_mode
 import kiln
 import kiln_models
 import pymc_models
+import stage2
 from stage1 import time_kiln_rewrite
 
 TARGET_RATIO = 0.5
+NUMBA_TARGETS = {"cold": 0.5, "warm": 0.1, "per_call_over_njit": 1.2, "per_call_over_jax": 1.0}
 
 
 def pymc_mode() -> Mode:
@@ -120,6 +136,58 @@ def logp_check(name: str, seed: int = 3) -> dict:
     return {"pytensor": a, "kiln": b, "rel_diff": abs(a - b) / max(abs(a), 1e-300)}
 
 
+def _child_pytensor(name: str, calls: bool) -> dict:
+    """Compile model ``name`` with PyMC/PyTensor (Numba) in this new process; time it."""
+    t0 = time.perf_counter()
+    model, inputs, outputs = pymc_models.build(name)
+    t1 = time.perf_counter()
+    start = model.initial_point()
+    point = stage2.fixed_point([np.shape(start[v.name]) for v in inputs])
+    point = [p.astype(v.type.dtype) for p, v in zip(point, inputs, strict=True)]
+    f = pymc.pytensorf.compile(inputs, outputs, profile=True)
+    f.trust_input = True
+    t2 = time.perf_counter()
+    f(*point)
+    t3 = time.perf_counter()
+    prof = f.profile
+    res = {
+        "build_s": t1 - t0,
+        "function_s": t2 - t1,
+        "first_call_s": t3 - t2,
+        "stage1_s": prof.rewriting_time,
+        "link_s": prof.linker_time,
+        "stage2_s": prof.linker_time + (t3 - t2),
+        "total_s": t3 - t0,
+        "linker": type(f.maker.linker).__name__,
+    }
+    if calls:
+        f.profile = None
+        f.maker.profile = None
+        res["per_call_s"] = stage2.time_calls(lambda: f(*point))["median_s"]
+    return res
+
+
+def numba_compare(name: str, timeout: float) -> dict:
+    """Return kiln's and PyTensor's Numba cold/warm compile and per-call times, and ratios."""
+    res = {
+        "kiln": stage2.time_model(name, timeout),
+        "pytensor": stage2.time_model(
+            name, timeout, Path(__file__).resolve(), child="--child-pytensor"
+        ),
+    }
+    k, p = res["kiln"], res["pytensor"]
+    ratios: dict = {}
+    if "error" not in k and "error" not in p:
+        ratios["cold"] = k["cold"]["total_s"] / p["cold"]["total_s"]
+        ratios["warm"] = k["warm"]["total_s"] / p["warm"]["total_s"]
+        ratios["per_call_over_pytensor"] = k["per_call_s"] / p["per_call_s"]
+    for key in ("ratio_per_call_over_njit", "ratio_per_call_over_jax"):
+        if key in k:
+            ratios[key.removeprefix("ratio_")] = k[key]
+    res["ratios"] = ratios
+    return res
+
+
 def run_peer(repeats: int, models: tuple[str, ...]) -> dict:
     """Return, per model, kiln's and PyTensor's rewriting timings and their ratio."""
     mode = pymc_mode()
@@ -168,14 +236,63 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _cell(value: float | None, scale: float = 1e3, width: int = 9, digits: int = 1) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value * scale:{width}.{digits}f}"
+
+
+def format_numba_table(numba: dict) -> str:
+    """Return a printable table of the Numba comparison (compile in ms, calls in us)."""
+    t = NUMBA_TARGETS
+    lines = [
+        "Numba backend, logp + gradient, kiln vs PyTensor/PyMC: compile in new processes "
+        "(ms, build to first call; cold = empty caches), per call (us); ratios kiln / other "
+        f"(targets: cold <= {t['cold']}, warm <= {t['warm']}, call/njit <= "
+        f"{t['per_call_over_njit']} on M1/M2, call/jax <= {t['per_call_over_jax']} on M3)",
+        f"{'model':<6}{'k cold':>9}{'pt cold':>9}{'ratio':>7}{'k warm':>9}{'pt warm':>9}"
+        f"{'ratio':>7}{'k call':>9}{'pt call':>9}{'ratio':>7}{'/njit':>7}{'/jax':>7}",
+    ]
+    for name, r in numba.items():
+        k, p, q = r["kiln"], r["pytensor"], r["ratios"]
+        errors = [
+            f"{side}: {r[side]['error'][:70]}"
+            for side in ("kiln", "pytensor")
+            if "error" in r[side]
+        ]
+        if errors:
+            lines.append(f"{name:<6} failed: {'; '.join(errors)}")
+            continue
+        line = f"{name:<6}{_cell(k['cold']['total_s'])}{_cell(p['cold']['total_s'])}"
+        line += f"{_cell(q.get('cold'), 1, 7, 3)}{_cell(k['warm']['total_s'])}"
+        line += f"{_cell(p['warm']['total_s'])}{_cell(q.get('warm'), 1, 7, 3)}"
+        line += f"{_cell(k['per_call_s'], 1e6)}{_cell(p['per_call_s'], 1e6)}"
+        line += f"{_cell(q.get('per_call_over_pytensor'), 1, 7, 2)}"
+        line += f"{_cell(q.get('per_call_over_njit'), 1, 7, 2)}"
+        line += f"{_cell(q.get('per_call_over_jax'), 1, 7, 2)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def main() -> None:
     """Run the peer benchmark, print the table and write the JSON results."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=list(pymc_models.MODELS))
+    parser.add_argument(
+        "--no-numba", action="store_true", help="skip the Numba compile / per-call comparison"
+    )
+    parser.add_argument("--timeout", type=float, default=stage2.CHILD_TIMEOUT_S)
+    parser.add_argument("--child-pytensor", help=argparse.SUPPRESS)
+    parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_pytensor:
+        print(json.dumps(_child_pytensor(args.child_pytensor, args.calls)))
+        return
     results = run_peer(args.repeats, tuple(args.models))
+    numba: dict = {}
+    if not args.no_numba:
+        for name in args.models:
+            numba[name] = numba_compare(name, args.timeout)
     mode = pymc_mode()
     report = {
         "kiln_version": kiln.__version__,
@@ -189,10 +306,15 @@ def main() -> None:
         "target_ratio": TARGET_RATIO,
         "results": results,
         "ratios": {name: r.get("ratio_kiln_over_pytensor") for name, r in results.items()},
+        "numba_targets": NUMBA_TARGETS,
+        "numba": numba,
+        "numba_ratios": {name: r["ratios"] for name, r in numba.items()},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     print(format_table(results))
+    if numba:
+        print(format_numba_table(numba))
     print(f"wrote {args.output}")
 
 

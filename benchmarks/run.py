@@ -4,7 +4,9 @@ Run with ``nox -s bench`` (or ``python benchmarks/run.py --output FILE``). Each
 benchmark is repeated; the JSON result holds every timing and the median, and the
 ratios that compare benchmarks measured in this same run (machines are shared and
 noisy, so compare ratios within one file, not seconds across files). The Stage-1
-benchmarks of the models M1-M4 (``stage1.py``) go under the key ``"stage1"``.
+benchmarks of the models M1-M4 (``stage1.py``) go under the key ``"stage1"``, the
+Numba-backend ones (``stage2.py``: cold / warm compile in new processes, per call
+against hand-written ``@njit``, tiny-graph call overhead) under ``"stage2"``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 import kiln
 import kiln.tensor as kt
+import stage2
 from stage1 import format_table, run_stage1
 
 
@@ -87,6 +90,12 @@ def main() -> None:
     parser.add_argument(
         "--no-stage1", action="store_true", help="skip the Stage-1 benchmarks of M1-M4"
     )
+    parser.add_argument(
+        "--no-stage2", action="store_true", help="skip the Numba-backend benchmarks of M1-M4"
+    )
+    parser.add_argument(
+        "--models", nargs="+", default=list(stage2.MODELS), help="models of the Numba part"
+    )
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),
@@ -113,6 +122,8 @@ def main() -> None:
     }
     if not args.no_stage1:
         report["stage1"] = run_stage1(args.repeats)
+    if not args.no_stage2:
+        report["stage2"] = stage2.run_stage2(args.models)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     for name, res in results.items():
@@ -121,6 +132,8 @@ def main() -> None:
         print(f"{name:<36} {ratio:8.2f}x")
     if "stage1" in report:
         print(format_table(report["stage1"]))
+    if "stage2" in report:
+        print(stage2.format_table(report["stage2"]))
     print(f"wrote {args.output}")
 
 
