@@ -253,29 +253,30 @@ def format_numba_table(numba: dict) -> str:
     ]
     for name, r in numba.items():
         k, p, q = r["kiln"], r["pytensor"], r["ratios"]
-        errors = [
-            f"{side}: {r[side]['error'][:70]}"
-            for side in ("kiln", "pytensor")
-            if "error" in r[side]
-        ]
-        if errors:
-            lines.append(f"{name:<6} failed: {'; '.join(errors)}")
-            continue
-        line = f"{name:<6}{_cell(k['cold']['total_s'])}{_cell(p['cold']['total_s'])}"
-        line += f"{_cell(q.get('cold'), 1, 7, 3)}{_cell(k['warm']['total_s'])}"
-        line += f"{_cell(p['warm']['total_s'])}{_cell(q.get('warm'), 1, 7, 3)}"
-        line += f"{_cell(k['per_call_s'], 1e6)}{_cell(p['per_call_s'], 1e6)}"
+        k = {"cold": {}, "warm": {}, **k}  # a failed side shows "-"
+        p = {"cold": {}, "warm": {}, **p}
+        line = f"{name:<6}{_cell(k['cold'].get('total_s'))}{_cell(p['cold'].get('total_s'))}"
+        line += f"{_cell(q.get('cold'), 1, 7, 3)}{_cell(k['warm'].get('total_s'))}"
+        line += f"{_cell(p['warm'].get('total_s'))}{_cell(q.get('warm'), 1, 7, 3)}"
+        line += f"{_cell(k.get('per_call_s'), 1e6)}{_cell(p.get('per_call_s'), 1e6)}"
         line += f"{_cell(q.get('per_call_over_pytensor'), 1, 7, 2)}"
         line += f"{_cell(q.get('per_call_over_njit'), 1, 7, 2)}"
         line += f"{_cell(q.get('per_call_over_jax'), 1, 7, 2)}"
         lines.append(line)
+        errors = [
+            f"{side}: {r[side]['error'][:90]}"
+            for side in ("kiln", "pytensor")
+            if "error" in r[side]
+        ]
+        if errors:
+            lines.append(f"{'':<6}failed: {'; '.join(errors)}")
     return "\n".join(lines)
 
 
 def main() -> None:
     """Run the peer benchmark, print the table and write the JSON results."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--output", type=Path, help="JSON file to write (required)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", nargs="+", default=list(pymc_models.MODELS))
     parser.add_argument(
@@ -288,6 +289,8 @@ def main() -> None:
     if args.child_pytensor:
         print(json.dumps(_child_pytensor(args.child_pytensor, args.calls)))
         return
+    if args.output is None:
+        parser.error("the following argument is required: --output")
     results = run_peer(args.repeats, tuple(args.models))
     numba: dict = {}
     if not args.no_numba:
