@@ -102,6 +102,13 @@ def _compile_and_call(inputs: list, outputs: list, point: list) -> tuple[Any, di
         }
     )
     f.profile = None  # calls are timed without the profile's bookkeeping
+    stats = getattr(getattr(f.thunk, "jit_fn", None), "stats", None)
+    numba_cache = None
+    if stats is not None:  # did Numba load the main function's machine code from its cache?
+        numba_cache = {
+            "hits": sum(stats.cache_hits.values()),
+            "misses": sum(stats.cache_misses.values()),
+        }
     return f, {
         "function_s": t1 - t0,
         "first_call_s": first,
@@ -111,6 +118,7 @@ def _compile_and_call(inputs: list, outputs: list, point: list) -> tuple[Any, di
         "stage2_s": times.get("link", 0.0) + first,
         "cache": prof.cache,
         "object_mode": object_mode,
+        "numba_cache": numba_cache,
         "linker": prof.linker,
     }
 
