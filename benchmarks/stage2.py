@@ -119,6 +119,8 @@ def _compile_and_call(inputs: list, outputs: list, point: list) -> tuple[Any, di
         "cache": prof.cache,
         "object_mode": object_mode,
         "numba_cache": numba_cache,
+        # The linker's own Stage-2 report, where the profile has one (``Profile.stage2``).
+        "stage2": {k: v for k, v in dict(getattr(prof, "stage2", {}) or {}).items()},
         "linker": prof.linker,
     }
 
@@ -342,7 +344,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         res = _child_tiny() if args.child == "tiny" else _child_model(args.child, args.calls)
-        print(json.dumps(res))
+        print(json.dumps(res, default=str))
         return
     results = run_stage2(args.models, args.timeout)
     print(format_table(results))
