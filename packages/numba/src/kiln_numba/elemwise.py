@@ -14,14 +14,15 @@ def loop_shape(ctx: CodeContext, label: str) -> list[str]:
     """Emit the run-time length of each output dimension (with the broadcast checks).
 
     A dimension takes its length from the first input that does not broadcast along it
-    (static length other than 1); the others must match, as on the VM.
+    (static length other than 1); the others must match, as on the VM. The inputs all
+    have the same number of dimensions (Elemwise, FusedReduce); the loop runs over them.
     """
     node = ctx.node
-    out_t = ctx.output_type(0)
     sizes = []
-    for d in range(out_t.ndim):
+    for d in range(ctx.input_type(0).ndim):
         sources = [i for i, v in enumerate(node.inputs) if not v.type.broadcastable[d]]  # type: ignore[attr-defined]
-        static = out_t.shape[d]
+        statics = [ctx.input_type(i).shape[d] for i in sources]
+        static = next((n for n in statics if n is not None), None)
         if not sources:
             sizes.append("1")
             continue
