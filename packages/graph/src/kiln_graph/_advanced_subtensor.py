@@ -257,7 +257,9 @@ class AdvancedIncSubtensor(Op):
             if self.set_instead_of_inc:
                 out[index] = y
             else:
-                np.add.at(out, index, y)
+                # NumPy 2.5's add.at mis-adds a y that lacks leading dims with a 2-d index
+                # (garbage values): give it the full target shape.
+                np.add.at(out, index, np.broadcast_to(y, target))
         outputs[0] = out
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
