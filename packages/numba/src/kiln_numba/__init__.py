@@ -5,7 +5,7 @@ and reductions as explicit loops), cached on disk so a later compile of the same
 in any process, loads machine code instead of running LLVM.
 """
 
-from kiln_numba import blockwise, elemwise, linalg, reduce, shape, subtensor
+from kiln_numba import blockwise, elemwise, linalg, opfromgraph, reduce, shape, subtensor
 from kiln_numba._codegen import ObjectModeWarning as ObjectModeWarning
 from kiln_numba._codegen import generate as generate
 from kiln_numba._funcify import CodeContext as CodeContext
@@ -14,4 +14,12 @@ from kiln_numba._funcify import numba_funcify as numba_funcify
 from kiln_numba._linker import NumbaLinker as NumbaLinker
 from kiln_numba._linker import NumbaThunk as NumbaThunk
 
-__all__ = ["blockwise", "elemwise", "linalg", "reduce", "shape", "subtensor"]
+__all__ = [
+    "blockwise",
+    "elemwise",
+    "linalg",
+    "opfromgraph",
+    "reduce",
+    "shape",
+    "subtensor",
+]

@@ -31,6 +31,7 @@ import numba
 import numpy as np
 from numba import njit
 
+from kiln_numba._linalg_kernels import *  # noqa: F403
 from kiln_numba._runtime import *  # noqa: F403
 '''
 

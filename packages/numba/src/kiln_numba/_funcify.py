@@ -116,9 +116,14 @@ class ModuleBuilder:
         self._write_body(self, scope, inputs, in_names, outputs)
         name = self.fresh("fn")
         params = ", ".join([*in_names, *constants.values()])
-        cache = "cache=True, " if scope.cacheable else ""
+        # Inlined into its callers (at Numba IR level): LLVM would otherwise compile
+        # the function, and the kernels it calls, once on its own and once more in
+        # each caller it is linked into. Object-mode blocks are not inlined.
+        options = "cache=True, error_model='numpy', inline='always'"
+        if not scope.cacheable:
+            options = "error_model='numpy'"
         body = "\n".join("    " + line for line in scope.lines)
-        self.helpers[name] = f"@njit({cache}error_model='numpy')\ndef {name}({params}):\n{body}"
+        self.helpers[name] = f"@njit({options})\ndef {name}({params}):\n{body}"
         found = SubFunction(name, tuple(constants))
         self.functions[key] = found
         return found

@@ -1,1 +1,162 @@
-"""Numba implementations: linalg family (being written)."""
+"""Linear algebra: MatMul through BLAS, decompositions and solves through compiled kernels.
+
+Each Op's node becomes one call: ``np.dot`` for matrix products of float and complex
+arrays (BLAS; a strided input is copied to C order first, a transpose is not), an
+explicit loop for integer and boolean ones, and the kernels of
+:mod:`kiln_numba._linalg_kernels` (compiled and cached once, shared by every graph) for
+Cholesky, the solves, the inverse and the determinants. Inputs are cast to the output
+dtype first, as the VM's NumPy / SciPy calls do (float32 stays float32).
+"""
+
+from __future__ import annotations
+
+from kiln_graph import Apply
+from kiln_graph._linalg import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_numba._funcify import CodeContext, NoNumbaImplementation, np_dtype, numba_funcify
+
+#: Dtypes ``np.dot`` hands to BLAS in Numba.
+BLAS_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+
+def _flag(value: bool) -> str:
+    """Return a kernel's boolean argument (a plain bool to Numba, not a literal).
+
+    Numba compiles a kernel once per literal argument value; passing ``np.bool_`` and
+    ``np.int64`` values keeps one compiled (and cached) kernel per dtype and layout.
+    """
+    return f"np.bool_({bool(value)})"
+
+
+def _int(value: int) -> str:
+    """Return a kernel's integer argument (see :func:`_flag`)."""
+    return f"np.int64({int(value)})"
+
+
+def _as_output_dtype(ctx: CodeContext, i: int) -> str:
+    """Return input ``i`` cast to the output's dtype (the name itself when it has it)."""
+    name, dtype = ctx.inputs[i], ctx.output_type(0).dtype
+    if ctx.input_type(i).dtype == dtype:
+        return name
+    return f"{name}.astype({np_dtype(dtype)})"
+
+
+def _linalg_dtype(ctx: CodeContext) -> str:
+    dtype = ctx.output_type(0).dtype
+    if dtype not in ("float32", "float64"):
+        raise NoNumbaImplementation(f"{ctx.node.op}: no Numba kernel for dtype {dtype}")
+    return dtype
+
+
+def _as_column(ctx: CodeContext, i: int) -> str:
+    """Emit input ``i`` (cast to the output dtype) as an ``(n, 1)`` matrix; return it."""
+    col = ctx.fresh("col")
+    vec = _as_output_dtype(ctx, i)
+    ctx.emit(f"{col} = np.ascontiguousarray({vec}).reshape(({ctx.inputs[i]}.shape[0], 1))")
+    return col
+
+
+@numba_funcify.register(MatMul)
+def numba_funcify_MatMul(op: MatMul, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Call ``np.dot`` (BLAS) on the cast matrices; an explicit loop for other dtypes."""
+    (out,) = ctx.outputs
+    dtype = ctx.output_type(0).dtype
+    a, b = _as_output_dtype(ctx, 0), _as_output_dtype(ctx, 1)
+    if dtype in BLAS_DTYPES:
+        ctx.emit(f"{out} = dot_kernel({a}, {b})")
+    elif dtype == "float16":
+        raise NoNumbaImplementation("MatMul: Numba has no float16 arithmetic")
+    else:
+        x, y = ctx.inputs
+        shape = f"({x}.shape[0], {y}.shape[1])"
+        ctx.emit(f"{out} = matmul_loop({a}, {b}, np.zeros({shape}, dtype={np_dtype(dtype)}))")
+
+
+@numba_funcify.register(Cholesky)
+def numba_funcify_Cholesky(op: Cholesky, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Factor the triangle read with LAPACK (``LinAlgError`` if not positive definite)."""
+    _linalg_dtype(ctx)
+    ctx.emit(f"{ctx.outputs[0]} = cholesky_kernel({_as_output_dtype(ctx, 0)}, {_flag(op.lower)})")
+
+
+@numba_funcify.register(Solve)
+def numba_funcify_Solve(op: Solve, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Solve ``a x = b`` by LU (general, symmetric) or Cholesky (positive definite)."""
+    _linalg_dtype(ctx)
+    (out,) = ctx.outputs
+    a = _as_output_dtype(ctx, 0)
+    lower = _flag(op.lower)
+    if op.assume_a == "pos":
+        call = f"solve_pos_kernel({a}, {{b}}, {lower})"
+    else:
+        call = f"solve_kernel({a}, {{b}}, {_flag(op.assume_a == 'sym')}, {lower})"
+    if op.b_ndim == 2:
+        ctx.emit(f"{out} = {call.format(b=_as_output_dtype(ctx, 1))}")
+    else:
+        col = _as_column(ctx, 1)
+        ctx.emit(f"{out} = {call.format(b=col)}.reshape(({col}.shape[0],))")
+
+
+@numba_funcify.register(SolveTriangular)
+def numba_funcify_SolveTriangular(  # noqa: N802
+    op: SolveTriangular, node: Apply, ctx: CodeContext
+) -> None:
+    """Solve by forward or back substitution over the triangle read (``a`` or ``a^T``)."""
+    _linalg_dtype(ctx)
+    (out,) = ctx.outputs
+    a = _as_output_dtype(ctx, 0)
+    flags = f"{_flag(op.lower)}, {_flag(op.unit_diagonal)}, {_int(op.trans)}"
+    if op.b_ndim == 2:
+        b = _as_output_dtype(ctx, 1)
+        ctx.emit(f"{out} = solve_triangular_kernel({a}, {b}, {flags})")
+    else:
+        col = _as_column(ctx, 1)
+        x = ctx.fresh("x")
+        ctx.emit(
+            f"""
+            {x} = solve_triangular_kernel({a}, {col}, {flags})
+            {out} = {x}.reshape(({col}.shape[0],))
+            """
+        )
+
+
+@numba_funcify.register(Inv)
+def numba_funcify_Inv(op: Inv, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Invert with LAPACK (``LinAlgError`` if singular)."""
+    _linalg_dtype(ctx)
+    ctx.emit(f"{ctx.outputs[0]} = inv_kernel({_as_output_dtype(ctx, 0)})")
+
+
+@numba_funcify.register(Det)
+def numba_funcify_Det(op: Det, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Compute the determinant from the LU factorization, as a 0-d array."""
+    dtype = np_dtype(_linalg_dtype(ctx))
+    (out,) = ctx.outputs
+    ctx.emit(
+        f"""
+        {out} = np.empty((), dtype={dtype})
+        {out}[()] = det_kernel({_as_output_dtype(ctx, 0)})
+        """
+    )
+
+
+@numba_funcify.register(SlogDet)
+def numba_funcify_SlogDet(op: SlogDet, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Compute the sign and log absolute determinant (two 0-d arrays)."""
+    dtype = np_dtype(_linalg_dtype(ctx))
+    sign, logabsdet = ctx.outputs
+    s, v = ctx.fresh("sign"), ctx.fresh("logdet")
+    ctx.emit(
+        f"""
+        {s}, {v} = slogdet_kernel({_as_output_dtype(ctx, 0)})
+        {sign} = np.empty((), dtype={dtype})
+        {sign}[()] = {s}
+        {logabsdet} = np.empty((), dtype={dtype})
+        {logabsdet}[()] = {v}
+        """
+    )
+
+
+@numba_funcify.register(Tri)
+def numba_funcify_Tri(op: Tri, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Keep the lower (upper) triangle over the last two dimensions (a new array)."""
+    ctx.emit(f"{ctx.outputs[0]} = tri_kernel({ctx.inputs[0]}, {_flag(op.lower)}, {_int(op.k)})")

@@ -1,0 +1,313 @@
+"""Compiled linear-algebra kernels that generated code calls (cached by Numba once).
+
+Factorizations and solves go through Numba's LAPACK bindings (``np.linalg.*``), with
+the conventions of kiln's reference implementations (SciPy / NumPy) on top: only the
+triangle an op reads is read, a 0 x 0 matrix is valid, and a matrix with a NaN or an
+infinity gives NaN results instead of Numba's "Array must not contain infs or NaNs"
+error. Triangular solves are substitution loops (Numba has no ``solve_triangular``).
+Errors raise :class:`numpy.linalg.LinAlgError` (a ``ValueError``), as on the VM.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+__all__ = [
+    "blas_dot",
+    "cholesky_kernel",
+    "det_kernel",
+    "dot_kernel",
+    "inv_kernel",
+    "matmul_loop",
+    "slogdet_kernel",
+    "solve_kernel",
+    "solve_pos_kernel",
+    "solve_triangular_kernel",
+    "tri_kernel",
+]
+
+
+def blas_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Return ``np.dot(a, b)``, passing BLAS C- or Fortran-ordered arrays without copies."""
+    return np.dot(a, b)
+
+
+def _blas_dot_impl(a_layout: str, b_layout: str):  # type: ignore[no-untyped-def]
+    """Return the ``blas_dot`` implementation for the operands' static layouts.
+
+    BLAS reads C and Fortran order directly. An array of unknown layout ('A', such as
+    a transpose made by ``np.transpose``) is checked at run time: used as it is when it
+    is contiguous in either order, copied to C order otherwise.
+    """
+    if a_layout in "CF" and b_layout in "CF":
+        return lambda a, b: np.dot(a, b)
+    if b_layout in "CF":
+
+        def impl_a(a, b):  # type: ignore[no-untyped-def]
+            if a.flags.f_contiguous:
+                return np.dot(np.asfortranarray(a), b)
+            return np.dot(np.ascontiguousarray(a), b)
+
+        return impl_a
+    if a_layout in "CF":
+
+        def impl_b(a, b):  # type: ignore[no-untyped-def]
+            if b.flags.f_contiguous:
+                return np.dot(a, np.asfortranarray(b))
+            return np.dot(a, np.ascontiguousarray(b))
+
+        return impl_b
+
+    def impl_ab(a, b):  # type: ignore[no-untyped-def]
+        if a.flags.f_contiguous:
+            fa = np.asfortranarray(a)
+            if b.flags.f_contiguous:
+                return np.dot(fa, np.asfortranarray(b))
+            return np.dot(fa, np.ascontiguousarray(b))
+        ca = np.ascontiguousarray(a)
+        if b.flags.f_contiguous:
+            return np.dot(ca, np.asfortranarray(b))
+        return np.dot(ca, np.ascontiguousarray(b))
+
+    return impl_ab
+
+
+@overload(blas_dot)
+def _blas_dot(a, b):  # type: ignore[no-untyped-def]  # Numba matches the stub's signature
+    if isinstance(a, types.Array) and isinstance(b, types.Array):
+        return _blas_dot_impl(a.layout, b.layout)
+    return None
+
+
+@njit(cache=True)
+def dot_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Return ``a @ b`` for float or complex matrices of one dtype, through BLAS.
+
+    A kernel of its own (rather than ``np.dot`` in generated code) so that Numba
+    compiles and caches the BLAS call once per dtype and layout, not once per graph.
+    """
+    return blas_dot(a, b)
+
+
+@njit(cache=True)
+def tri_kernel(x: np.ndarray, lower: bool, k: int) -> np.ndarray:
+    """Return ``np.tril(x, k)`` (``lower``) or ``np.triu(x, k)`` over the last two axes."""
+    m, n = x.shape[-2], x.shape[-1]
+    out = np.empty(x.shape, dtype=x.dtype)
+    batch = 1
+    for d in range(x.ndim - 2):
+        batch *= x.shape[d]
+    src = np.ascontiguousarray(x).reshape((batch, m, n))
+    dst = out.reshape((batch, m, n))
+    for b in range(batch):
+        for i in range(m):
+            for j in range(n):
+                if (j - i <= k) if lower else (j - i >= k):
+                    dst[b, i, j] = src[b, i, j]
+                else:
+                    dst[b, i, j] = 0
+    return out
+
+
+@njit(cache=True)
+def matmul_loop(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Accumulate ``a @ b`` into the zeroed ``out`` (dtypes BLAS does not handle)."""
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ValueError("matmul: a's last dimension must equal b's second-to-last")
+    n = b.shape[1]
+    for i in range(m):
+        for p in range(k):
+            aip = a[i, p]
+            for j in range(n):
+                out[i, j] += aip * b[p, j]
+    return out
+
+
+# Small helpers are inlined into the kernels (one library per kernel): each separately
+# compiled function a kernel calls is one more library to link into every graph using it.
+
+
+@njit(cache=True, inline="always")
+def _all_finite(a: np.ndarray) -> bool:
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            if not np.isfinite(a[i, j]):
+                return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _check_square(a: np.ndarray) -> int:
+    n = a.shape[0]
+    if a.shape[1] != n:
+        raise np.linalg.LinAlgError("expected a square matrix")
+    return n
+
+
+@njit(cache=True, inline="always")
+def _symmetrized(a: np.ndarray, lower: bool) -> np.ndarray:
+    """Return the symmetric matrix whose lower (or upper) triangle is that of ``a``."""
+    n = a.shape[0]
+    out = np.empty((n, n), dtype=a.dtype)
+    for i in range(n):
+        for j in range(i + 1):
+            v = a[i, j] if lower else a[j, i]
+            out[i, j] = v
+            out[j, i] = v
+    return out
+
+
+@njit(cache=True, inline="always")
+def _fill_nan(out: np.ndarray) -> np.ndarray:
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = np.nan
+    return out
+
+
+@njit(cache=True, inline="always")
+def _c_order(x: np.ndarray, transpose: bool) -> np.ndarray:
+    """Return a C-ordered copy of ``x`` (of ``x.T`` with ``transpose``), as plain loops."""
+    m, n = (x.shape[1], x.shape[0]) if transpose else (x.shape[0], x.shape[1])
+    out = np.empty((m, n), dtype=x.dtype)
+    for i in range(m):
+        for j in range(n):
+            out[i, j] = x[j, i] if transpose else x[i, j]
+    return out
+
+
+@njit(cache=True)
+def cholesky_kernel(a: np.ndarray, lower: bool) -> np.ndarray:
+    """Return the lower (``a = L L^T``) or upper (``a = U^T U``) Cholesky factor.
+
+    Reads only that triangle of ``a``; raises ``LinAlgError`` if ``a`` is not positive
+    definite. A non-finite entry in the triangle gives a NaN factor.
+    """
+    _check_square(a)
+    s = _symmetrized(a, lower)
+    if s.shape[0] == 0:
+        return s
+    if not _all_finite(s):
+        return _fill_nan(s)
+    factor = np.linalg.cholesky(s)
+    return factor if lower else _c_order(factor, True)
+
+
+@njit(cache=True, inline="always")
+def _substitute(a: np.ndarray, x: np.ndarray, lower: bool, unit_diagonal: bool, trans: int) -> None:
+    """Overwrite ``x`` with the solution of ``a y = x`` (``a^T y = x``), ``a`` triangular."""
+    n, k = x.shape
+    # a^T is lower triangular when a is upper: the effective triangle flips with trans.
+    forward = lower != (trans == 1)
+    for step in range(n):
+        i = step if forward else n - 1 - step
+        lo, hi = (0, i) if forward else (i + 1, n)
+        for j in range(lo, hi):
+            coef = a[j, i] if trans == 1 else a[i, j]
+            for c in range(k):
+                x[i, c] -= coef * x[j, c]
+        if not unit_diagonal:
+            d = a[i, i]
+            if d == 0:
+                raise np.linalg.LinAlgError(
+                    "solve_triangular: singular matrix (a zero on the diagonal)"
+                )
+            for c in range(k):
+                x[i, c] /= d
+
+
+@njit(cache=True)
+def solve_triangular_kernel(
+    a: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool, trans: int
+) -> np.ndarray:
+    """Solve ``a x = b`` (``trans=1``: ``a^T x = b``) by substitution, ``b`` a matrix.
+
+    Reads only the ``lower`` (or upper) triangle of ``a`` (not its diagonal with
+    ``unit_diagonal``); raises ``LinAlgError`` on a zero diagonal entry.
+    """
+    n = _check_square(a)
+    if b.shape[0] != n:
+        raise ValueError("solve_triangular: b's first dimension must equal a's size")
+    x = _c_order(b, False)
+    _substitute(a, x, lower, unit_diagonal, trans)
+    return x
+
+
+@njit(cache=True, inline="always")
+def _solve_checks(a: np.ndarray, b: np.ndarray) -> bool:
+    """Check the shapes of ``a x = b``; return whether there is anything to solve."""
+    n = _check_square(a)
+    if b.shape[0] != n:
+        raise ValueError("solve: b's first dimension must equal a's size")
+    return n > 0 and b.shape[1] > 0
+
+
+@njit(cache=True)
+def solve_kernel(a: np.ndarray, b: np.ndarray, symmetric: bool, lower: bool) -> np.ndarray:
+    """Solve ``a x = b`` (``b`` a matrix) by LU with partial pivoting (LAPACK ``gesv``).
+
+    With ``symmetric``, ``a`` is read from one triangle (``lower``). Raises
+    ``LinAlgError`` for a singular ``a``; a non-finite entry gives NaN results.
+    """
+    if not _solve_checks(a, b):
+        return np.zeros(b.shape, dtype=a.dtype)
+    s = _symmetrized(a, lower) if symmetric else _c_order(a, False)
+    if not (_all_finite(s) and _all_finite(b)):
+        return _fill_nan(np.empty(b.shape, dtype=a.dtype))
+    return _c_order(np.linalg.solve(s, _c_order(b, False)), False)
+
+
+@njit(cache=True)
+def solve_pos_kernel(a: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
+    """Solve ``a x = b`` for a symmetric positive-definite ``a`` (Cholesky, two substitutions).
+
+    Reads one triangle of ``a`` (``lower``); raises ``LinAlgError`` if ``a`` is not
+    positive definite; a non-finite entry gives NaN results.
+    """
+    if not _solve_checks(a, b):
+        return np.zeros(b.shape, dtype=a.dtype)
+    s = _symmetrized(a, lower)
+    if not (_all_finite(s) and _all_finite(b)):
+        return _fill_nan(np.empty(b.shape, dtype=a.dtype))
+    factor = np.linalg.cholesky(s)
+    x = _c_order(b, False)
+    _substitute(factor, x, True, False, 0)
+    _substitute(factor, x, True, False, 1)
+    return x
+
+
+@njit(cache=True)
+def inv_kernel(a: np.ndarray) -> np.ndarray:
+    """Return the inverse of ``a``; ``LinAlgError`` if singular, NaNs if not finite."""
+    n = _check_square(a)
+    if n == 0:
+        return np.empty((0, 0), dtype=a.dtype)
+    if not _all_finite(a):
+        return _fill_nan(np.empty((n, n), dtype=a.dtype))
+    return _c_order(np.linalg.inv(_c_order(a, False)), False)
+
+
+@njit(cache=True)
+def det_kernel(a: np.ndarray) -> float:
+    """Return the determinant of ``a`` (1 for 0 x 0, NaN if not finite)."""
+    n = _check_square(a)
+    if n == 0:
+        return 1.0
+    if not _all_finite(a):
+        return np.nan
+    return np.linalg.det(_c_order(a, False))
+
+
+@njit(cache=True)
+def slogdet_kernel(a: np.ndarray) -> tuple[float, float]:
+    """Return the sign and log absolute determinant of ``a`` (NaNs if not finite)."""
+    n = _check_square(a)
+    if n == 0:
+        return 1.0, 0.0
+    if not _all_finite(a):
+        return np.nan, np.nan
+    sign, logabsdet = np.linalg.slogdet(_c_order(a, False))
+    return sign, logabsdet
