@@ -9,7 +9,7 @@ import kiln
 import kiln.tensor as kt
 from kiln_compile.testing import compare_with_vm
 from kiln_graph import Blockwise, OpFromGraph
-from kiln_graph._linalg import Cholesky, MatMul, SolveTriangular
+from kiln_graph._linalg import Cholesky, Det, MatMul, SlogDet, SolveTriangular
 
 pytestmark = pytest.mark.filterwarnings("error::kiln_numba.ObjectModeWarning")
 
@@ -68,6 +68,10 @@ def test_batch_mismatch_and_empty_batches() -> None:
             fn(np.ones((2, 3, 3)), np.ones((4, 3, 2)))
     # An empty batch: the core shapes are known from the inputs.
     compare_with_vm([a, b], [prod, kt.cholesky(a)], [np.ones((0, 3, 3)), np.ones((0, 3, 2))], RAW)
+    # No batch dimensions at all.
+    m = kt.matrix("m")
+    outs = [Blockwise(Cholesky())(m), Blockwise(Det())(m), *Blockwise(SlogDet())(m)]
+    compare_with_vm([m], outs, [2.0 * np.eye(3)], RAW)
 
 
 def test_vectorized_functions() -> None:
