@@ -7,6 +7,8 @@ from kiln_compile._cache import cache_info as cache_info
 from kiln_compile._cache import cache_stats as cache_stats
 from kiln_compile._cache import clear_cache as clear_cache
 from kiln_compile._cache import format_cache_info as format_cache_info
+from kiln_compile._cache import is_unwritable as is_unwritable
+from kiln_compile._cache import mark_unwritable as mark_unwritable
 from kiln_compile._config import Config as Config
 from kiln_compile._config import config as config
 from kiln_compile._fgraph import FunctionGraph as FunctionGraph

@@ -154,7 +154,7 @@ class DiskCache:
         """
         path = self.path(key)
         root = self.root
-        if not self.enabled or str(root) in _unwritable:
+        if not self.enabled or is_unwritable(root):
             return False
         header = _HEADER.pack(_MAGIC, ENTRY_VERSION, len(payload), hashlib.sha256(payload).digest())
         tmp: str | None = None
@@ -168,14 +168,7 @@ class DiskCache:
             tmp = None
         except OSError as exc:
             self.stats.write_errors += 1
-            _unwritable.add(str(root))
-            warnings.warn(
-                f"kiln: cannot write the cache folder {self.directory} ({exc}); continuing "
-                "without the on-disk cache. Point KILN_CACHE_DIR at a writable folder, or "
-                "turn caching off with KILN_FLAGS=cache=false.",
-                CacheWarning,
-                stacklevel=2,
-            )
+            mark_unwritable(root, self.directory, exc)
             return False
         finally:
             if tmp is not None:
@@ -211,6 +204,37 @@ def _make_dirs(root: Path, directory: Path) -> None:
         tag = root / _TAG_NAME
         if not tag.exists():
             tag.write_text(_TAG)
+
+
+def _root_id(root: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.path.expanduser(root))
+
+
+def is_unwritable(root: str | os.PathLike[str]) -> bool:
+    """Whether a write under the cache root ``root`` failed in this process."""
+    return _root_id(root) in _unwritable
+
+
+def mark_unwritable(
+    root: str | os.PathLike[str], directory: str | os.PathLike[str], exc: OSError
+) -> None:
+    """Record that ``directory`` under the cache root ``root`` cannot be written.
+
+    Every cache under that root (Stage 1 and the backends' Stage-2 artefacts) then
+    stops writing there for this process; the first call warns (one
+    :class:`CacheWarning` per root), later ones are silent.
+    """
+    rid = _root_id(root)
+    if rid in _unwritable:
+        return
+    _unwritable.add(rid)
+    warnings.warn(
+        f"kiln: cannot write the cache folder {directory} ({exc}); continuing "
+        "without the on-disk cache. Point KILN_CACHE_DIR at a writable folder, or "
+        "turn caching off with KILN_FLAGS=cache=false.",
+        CacheWarning,
+        stacklevel=3,
+    )
 
 
 def _remove(path: Path) -> None:
@@ -259,7 +283,7 @@ def clear_cache(root: str | os.PathLike[str] | None = None) -> int:
             child.rmdir()
         except OSError:
             pass
-    _unwritable.discard(str(base))
+    _unwritable.discard(_root_id(base))
     return removed
 
 

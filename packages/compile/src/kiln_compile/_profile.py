@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from typing import Any
 
 from kiln_rewrite import RewriteStats
 
@@ -30,6 +31,13 @@ class Profile:
         storing it (``"store"``).
     nodes
         Node counts: ``"prepared"`` and ``"rewritten"``.
+    stage2
+        Filled by the linker: its Stage-2 cache outcome. The Numba linker sets
+        ``"cache"`` (``"hit"``: machine code loaded from disk, no LLVM; ``"miss"``:
+        compiled and stored; ``"memory"``: already compiled in this process;
+        ``"disabled"``, ``"unwritable"`` or ``"uncacheable"``: compiled, not stored),
+        ``"first_call_s"`` (the first call, where Numba compiles or loads), ``"key"``,
+        ``"module"`` (the generated module's file) and ``"note"`` (damaged files rebuilt).
     first_call_time
         Seconds of the first call (it may pay for lazy compilation); ``None`` before it.
     calls, call_time
@@ -51,6 +59,7 @@ class Profile:
     cache_note: str = ""
     cache_times: dict[str, float] = dataclasses.field(default_factory=dict)
     nodes: dict[str, int] = dataclasses.field(default_factory=dict)
+    stage2: dict[str, Any] = dataclasses.field(default_factory=dict)
     first_call_time: float | None = None
     mode: str = ""
     linker: str = ""
@@ -79,6 +88,8 @@ class Profile:
             label = f"  ({labels[stage]})" if stage in labels else ""
             lines.append(f"    {stage:<12} {seconds * 1e3:10.3f} ms{label}")
         lines.append(self._cache_line())
+        if self.stage2:
+            lines.append(self._stage2_line())
         if self.nodes:
             counts = ", ".join(f"{k} {v}" for k, v in self.nodes.items())
             lines.append(f"  nodes: {counts}")
@@ -110,6 +121,18 @@ class Profile:
         if self.cache_key:
             parts.append(f"key {self.cache_key[:16]}")
         return "  Stage-1 cache: " + "; ".join(parts)
+
+    def _stage2_line(self) -> str:
+        info = self.stage2
+        parts = [str(info.get("cache", "?"))]
+        if "first_call_s" in info:
+            parts.append(f"first call {info['first_call_s'] * 1e3:.3f} ms")
+        for name in ("note", "module"):
+            if info.get(name):
+                parts.append(str(info[name]))
+        if info.get("key"):
+            parts.append(f"key {str(info['key'])[:16]}")
+        return "  Stage-2 cache: " + "; ".join(parts)
 
     def _call_lines(self) -> list[str]:
         lines = [f"  calls: {self.calls}, total {self.call_time:.6f} s"]

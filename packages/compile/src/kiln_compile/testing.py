@@ -1,15 +1,65 @@
-"""Conformance helper: compile an expression on a backend and compare it with the VM."""
+"""Conformance helpers: compare a backend with the Python VM, one graph or the whole table.
+
+- :func:`compare_with_vm`: compile one graph on a backend and on the VM, compare.
+- :func:`run_conformance`: run the shared conformance table (every Op of kiln_graph,
+  float64 and float32, values and gradients) on a backend; :func:`conformance_cases`
+  selects cases, :func:`conformance_groups` splits them into the groups that compile
+  as one function each (one pytest test per group, say).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from kiln_compile._conformance import CaseGraph as CaseGraph
+from kiln_compile._conformance import CaseResult as CaseResult
+from kiln_compile._conformance import ConformanceCase as ConformanceCase
+from kiln_compile._conformance import ConformanceReport as ConformanceReport
+from kiln_compile._conformance import groups, run_cases
+from kiln_compile._conformance_cases import FAMILIES as FAMILIES
+from kiln_compile._conformance_cases import conformance_cases as conformance_cases
 from kiln_compile._function import function
 from kiln_compile._mode import Mode
 from kiln_graph import Variable
+
+
+def run_conformance(
+    backend: str,
+    cases: Iterable[ConformanceCase] | None = None,
+    gradients: bool = True,
+    values: bool = True,
+) -> ConformanceReport:
+    """Run the conformance ``cases`` (default: all) on ``backend`` against the VM.
+
+    Each group of cases compiles into a few functions on the backend; every case's
+    outputs are compared with the unrewritten graph on the Python VM (dtype, shape,
+    values), then its gradients (see :func:`kiln_compile._conformance.run_cases`);
+    ``values`` / ``gradients`` turn either part off. Returns per-case results;
+    ``report.check()`` raises listing the failures.
+
+    Examples
+    --------
+    >>> run_conformance("numba", conformance_cases(["reduce"])).check()  # doctest: +SKIP
+    """
+    selected = conformance_cases() if cases is None else cases
+    return run_cases(backend, selected, gradients=gradients, values=values)
+
+
+def conformance_groups(
+    cases: Iterable[ConformanceCase] | None = None,
+) -> dict[str, list[ConformanceCase]]:
+    """Return ``cases`` (default: all) by group: ``{"elemwise[float64]": [...], ...}``.
+
+    Examples
+    --------
+    >>> @pytest.mark.parametrize("group", conformance_groups())  # doctest: +SKIP
+    ... def test_conformance(group):
+    ...     run_conformance("numba", conformance_groups()[group]).check()
+    """
+    return groups(conformance_cases() if cases is None else cases)
 
 
 def compare_with_vm(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 import dataclasses
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -29,10 +32,11 @@ import math
 
 import numba
 import numpy as np
-from numba import njit
 
 from kiln_numba._linalg_kernels import *  # noqa: F403
 from kiln_numba._runtime import *  # noqa: F403
+from kiln_numba._cache import njit  # numba.njit with kiln's checked cache
+from kiln_graph import KilnIndexError, KilnValueError, ShapeMismatchError
 '''
 
 
@@ -55,6 +59,15 @@ class Generated:
     constants: list[np.ndarray]
     python_globals: dict[str, Any]
     cacheable: bool
+    errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def error(self, code: int, namespace: dict[str, Any]) -> Exception:
+        """Return the error ``kiln_raise(code)`` stands for (its class from ``namespace``)."""
+        name, message = self.errors[code]
+        cls = namespace.get(name, getattr(builtins, name, None))
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            cls = RuntimeError
+        return cls(message)
 
 
 def generate(fgraph: FunctionGraph) -> Generated:
@@ -81,7 +94,13 @@ def generate(fgraph: FunctionGraph) -> Generated:
         else "@njit(error_model='numpy')"
     )
     source = f"{_HEADER}\n\n{helpers}\n\n\n{decorator}\ndef {FUNCTION_NAME}({signature}):\n{body}\n"
-    return Generated(source, [c.data for c in constants], module.python_globals, module.cacheable)
+    return Generated(
+        source,
+        [c.data for c in constants],
+        module.python_globals,
+        module.cacheable,
+        module.errors,
+    )
 
 
 def write_body(
@@ -121,6 +140,31 @@ def write_body(
         names.update(zip(node.outputs, out_vars, strict=True))
     outs = [name_of(v) for v in outputs]
     scope.lines.append("return (" + "".join(f"{o}, " for o in outs) + ")")
+    scope.lines[:] = [_out_of_line_raise(module, line) for line in scope.lines]
+
+
+_RAISE = re.compile(r"^(?P<indent>\s*)raise (?P<cls>[A-Za-z_][A-Za-z0-9_]*)\((?P<arg>.*)\)\s*$")
+
+
+def _out_of_line_raise(module: ModuleBuilder, line: str) -> str:
+    """Return ``line``, with ``raise Error('message')`` made ``kiln_raise(code)``.
+
+    A ``raise`` in a large njit function costs much compile time (Numba writes clean-up
+    code at each); a call to the one compiled ``kiln_raise`` costs little. The error's
+    class and message go in ``module.errors[code]``; the linker raises them when the
+    call returns with ``KilnRuntimeError(code)``. Other raises are left as they are.
+    """
+    match = _RAISE.match(line)
+    if match is None:
+        return line
+    try:
+        message = ast.literal_eval(match["arg"]) if match["arg"] else ""
+    except (ValueError, SyntaxError):
+        return line
+    if not isinstance(message, str):
+        return line
+    module.errors.append((match["cls"], message))
+    return f"{match['indent']}kiln_raise(np.int64({len(module.errors) - 1}))"
 
 
 def _numba_type_source(module: ModuleBuilder, t: TensorType) -> str:

@@ -70,6 +70,9 @@ class ModuleBuilder:
         self.helper_names: dict[str, str] = {}
         self.functions: dict[str, SubFunction] = {}
         self.python_globals: dict[str, Any] = {}
+        #: ``(exception class name, message)`` of each error the generated functions
+        #: raise through ``kiln_raise(code)`` (see :func:`kiln_numba._codegen.write_body`).
+        self.errors: list[tuple[str, str]] = []
         self.cacheable = True
         self._write_body = write_body
         self._counter = 0

@@ -1,132 +1,254 @@
 """The Numba linker: generated source -> module file in the cache -> cached njit function.
 
 Stage 2 of a compile writes the generated module to
-``<cache root>/numba/<key>/kiln_gen.py``, keyed by the rewritten graph's digest, the
-code generator's version, Numba's version and kiln's code fingerprint. Numba compiles it
-with ``cache=True``, so its machine code is stored beside the module; a new process that
-compiles a structurally identical graph imports the same file and loads the machine code
-instead of running LLVM. Constants are passed to the function as arguments (from the
-rewritten graph, itself cached by Stage 1), never baked into the code.
+``<cache root>/numba/<key>/kiln_gen.py``, keyed by the generated source, the code
+generator's version, Numba's and llvmlite's versions and a fingerprint of kiln_numba's
+own code (whose runtime helpers are compiled into the machine code). Numba compiles it
+lazily, at the first call, with kiln's checked cache (:mod:`kiln_numba._cache`), which
+stores the machine code in ``__pycache__`` beside the module; a new process that
+compiles a structurally identical graph imports the same file and loads the machine
+code instead of running LLVM. Constants are passed to the function as arguments (from
+the rewritten graph, itself cached by Stage 1), never baked into the code, so graphs
+that differ only in their constants' values share one entry.
+
+Nothing in the cache is trusted blindly: a module file whose text is not the generated
+source is rewritten (and Numba's files for it dropped); Numba's files carry checksums
+and a damaged one is rebuilt. When the cache is off (``config.cache``), cannot be
+written (one :class:`~kiln_compile.CacheWarning` per cache root), or the module cannot
+be cached (an Op in object mode), the module lives in memory only and is compiled in
+each process.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
+import linecache
 import os
 import shutil
 import sys
 import tempfile
-import warnings
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import llvmlite
 import numba
 
-from kiln_compile import FunctionGraph, Profile, config
-from kiln_compile._cache import CacheWarning
+from kiln_compile import FunctionGraph, Profile, config, is_unwritable, mark_unwritable
 from kiln_numba import _codegen
+from kiln_numba._cache import cache_file_stats
 from kiln_numba._codegen import FUNCTION_NAME, Generated, generate
+from kiln_numba._runtime import KilnRuntimeError
 
 _MODULE_FILE = "kiln_gen.py"
-_warned_unwritable: list[bool] = []
+_NAMESPACE = "numba"
 
 
-def stage2_key(fgraph: FunctionGraph, source: str) -> str:
-    """Return the Stage-2 cache key: graph digest, generated source, versions."""
+@functools.cache
+def code_fingerprint() -> str:
+    """Return a digest of kiln_numba's source files and of Numba's and llvmlite's versions."""
+    h = hashlib.sha256(f"{numba.__version__}|{llvmlite.__version__}\n".encode())
+    spec = importlib.util.find_spec("kiln_numba")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        for path in sorted(Path(location).rglob("*.py")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def stage2_key(fgraph: FunctionGraph, gen: Generated) -> str:
+    """Return the Stage-2 cache key of ``gen``, the module generated for ``fgraph``.
+
+    The generated source decides the machine code (constants are arguments), so equal
+    sources share an entry. A module that cannot be cached (object-mode fallbacks hold
+    Python objects of this graph) is also keyed by the graph's digest.
+    """
     h = hashlib.sha256(b"kiln-numba\n")
-    for part in (fgraph.digest, source, str(_codegen.CODEGEN_VERSION), numba.__version__):
+    parts = [gen.source, str(_codegen.CODEGEN_VERSION), code_fingerprint()]
+    if not gen.cacheable:
+        parts.append(fgraph.digest)
+    for part in parts:
         h.update(part.encode())
         h.update(b"\n")
     return h.hexdigest()
 
 
-def _module_dir(key: str) -> Path | None:
-    """Return the folder of the cache entry ``key``, writing the module if needed.
+def _cache_root() -> Path:
+    return Path(os.path.expanduser(config.cache_dir))
 
-    None when the cache is disabled or cannot be written (one warning).
+
+def _module_file(key: str, source: str) -> tuple[Path | None, str]:
+    """Return the cache entry's module file holding ``source`` (written if needed).
+
+    Returns ``(path, outcome)``; ``path`` is None when the module cannot live in the
+    cache: ``outcome`` is then ``"disabled"`` or ``"unwritable"``.
     """
     if not config.cache:
-        return None
-    root = Path(config.cache_dir) / "numba"
-    entry = root / key[:32]
-    return entry
-
-
-def _write_module(entry: Path, source: str) -> bool:
-    """Create ``entry/kiln_gen.py`` atomically unless it exists with this source."""
+        return None, "disabled"
+    root = _cache_root()
+    entry = root / _NAMESPACE / key[:32]
     target = entry / _MODULE_FILE
     try:
-        if target.is_file() and target.read_text() == source:
-            return True
+        if target.read_text() == source:
+            return target, "found"
+    except (OSError, UnicodeDecodeError):
+        pass
+    if is_unwritable(root):
+        return None, "unwritable"
+    try:
         entry.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=entry, prefix=".tmp-", suffix=".py")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        if target.exists():
-            # A different (corrupt or stale) module: replace it and drop Numba's index,
-            # which was keyed on the old file.
-            shutil.rmtree(entry / "__pycache__", ignore_errors=True)
-            os.replace(tmp, target)
-        else:
-            try:
-                os.link(tmp, target)  # create-if-absent: the first writer wins
-            except FileExistsError:
-                pass
-            os.unlink(tmp)
-        return target.read_text() == source
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            if target.exists():
+                # A different (damaged or stale) module: replace it and drop Numba's
+                # files, which were built from the old one.
+                shutil.rmtree(entry / "__pycache__", ignore_errors=True)
+                os.replace(tmp, target)
+            else:
+                try:
+                    os.link(tmp, target)  # create-if-absent: the first writer wins
+                except FileExistsError:
+                    pass
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        if target.read_text() == source:
+            return target, "written"
     except OSError as exc:
-        if not _warned_unwritable:
-            _warned_unwritable.append(True)
-            warnings.warn(
-                f"kiln: the Numba cache folder {entry.parent} cannot be written ({exc}); "
-                "compiled code will not be cached",
-                CacheWarning,
-                stacklevel=4,
-            )
-        return False
+        mark_unwritable(root, entry.parent, exc)
+        return None, "unwritable"
+    return None, "unwritable"  # another process keeps writing a different module
 
 
-def _import(path: Path, name: str, gen: Generated) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+def _exec_module(name: str, source: str, filename: str, gen: Generated, cache: bool) -> ModuleType:
+    """Run ``source`` as the module ``name`` (no bytecode files); return it."""
+    module = ModuleType(name)
+    module.__file__ = filename
     module.__dict__.update(gen.python_globals)
+    module.__dict__["__kiln_cache__"] = cache
+    if not os.path.isfile(filename):
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
 
 
-def load_function(fgraph: FunctionGraph, gen: Generated) -> Any:
-    """Return the njit dispatcher of ``gen``, from the cache folder when possible."""
-    key = stage2_key(fgraph, gen.source)
+def load_function(fgraph: FunctionGraph, gen: Generated) -> tuple[Any, dict[str, Any]]:
+    """Return the njit dispatcher of ``gen`` and what Stage 2 found in the cache.
+
+    The dispatcher comes from this process's modules when the same source was loaded
+    before, else from the module file in the cache (written if needed), else from an
+    in-memory module. The returned dict holds ``"key"``, ``"module"`` and ``"cache"``
+    (``"memory"`` when loaded in this process; otherwise completed at the first call).
+    """
+    key = stage2_key(fgraph, gen)
     name = f"kiln_numba_gen_{key[:24]}"
-    if name in sys.modules:
-        return getattr(sys.modules[name], FUNCTION_NAME)
-    entry = _module_dir(key)
-    if entry is None or not _write_module(entry, gen.source):
-        entry = Path(tempfile.mkdtemp(prefix="kiln-numba-"))
-        (entry / _MODULE_FILE).write_text(gen.source.replace("cache=True", "cache=False"))
-    module = _import(entry / _MODULE_FILE, name, gen)
-    return getattr(module, FUNCTION_NAME)
+    info: dict[str, Any] = {"key": key}
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        info["module"] = getattr(loaded, "__file__", "")
+        return getattr(loaded, FUNCTION_NAME), info
+    path: Path | None = None
+    outcome = "uncacheable"
+    if gen.cacheable:
+        path, outcome = _module_file(key, gen.source)
+    if path is not None:
+        module = _exec_module(name, gen.source, str(path), gen, cache=True)
+        info["module"] = str(path)
+    else:
+        filename = f"<kiln_numba generated {key[:16]}>"
+        module = _exec_module(name, gen.source, filename, gen, cache=False)
+        info["module"] = "in memory"
+        info["cache"] = outcome
+    return getattr(module, FUNCTION_NAME), info
+
+
+def _counts(jit_fn: Any) -> tuple[int, int, int]:
+    stats = jit_fn.stats
+    return (
+        sum(stats.cache_hits.values()),
+        sum(stats.cache_misses.values()),
+        len(jit_fn.overloads),
+    )
 
 
 class NumbaThunk:
     """The callable a Function runs: inputs in, outputs out, constants appended.
 
-    ``jit_fn`` is the raw ``@njit`` dispatcher (call it as ``jit_fn(*inputs,
-    *constants)`` from Python or from other Numba code; it returns a tuple).
+    ``jit_fn`` is the raw ``@njit`` dispatcher: call it as ``jit_fn(*inputs,
+    *constants)`` from Python or from other Numba code; it returns a tuple. ``stage2``
+    is what Stage 2 found (see :attr:`kiln_compile.Profile.stage2`); its ``"cache"``
+    and ``"first_call_s"`` are set by the first call, where Numba compiles the function
+    or loads its machine code from the cache.
     """
 
-    def __init__(self, jit_fn: Any, constants: Sequence[Any], generated: Generated) -> None:
+    def __init__(
+        self,
+        jit_fn: Any,
+        constants: Sequence[Any],
+        generated: Generated,
+        stage2: dict[str, Any] | None = None,
+    ) -> None:
         self.jit_fn = jit_fn
         self.constants = tuple(constants)
         self.source = generated.source
+        self._generated = generated
+        self.stage2: dict[str, Any] = stage2 if stage2 is not None else {}
+        self._first = True
 
     def __call__(self, values: Sequence[Any]) -> list[Any]:
-        return list(self.jit_fn(*values, *self.constants))
+        if self._first:
+            return self._first_call(values)
+        try:
+            return list(self.jit_fn(*values, *self.constants))
+        except KilnRuntimeError as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: KilnRuntimeError) -> Exception:
+        """Return the error that ``kiln_raise(code)`` stands for in the generated code."""
+        namespace = getattr(self.jit_fn, "py_func", None)
+        return self._generated.error(int(exc.args[0]), getattr(namespace, "__globals__", {}))
+
+    def _first_call(self, values: Sequence[Any]) -> list[Any]:
+        """Call once, recording whether Numba compiled, loaded from disk or had it."""
+        jit_fn = self.jit_fn
+        hits, misses, _ = _counts(jit_fn)
+        start = time.perf_counter()
+        try:
+            result = list(jit_fn(*values, *self.constants))
+        except KilnRuntimeError as exc:
+            raise self._error(exc) from None
+        finally:
+            self.stage2["first_call_s"] = time.perf_counter() - start
+        self._first = False
+        new_hits, new_misses, _ = _counts(jit_fn)
+        compiled = new_misses > misses
+        self.stage2["compiled"] = compiled
+        if "cache" not in self.stage2:
+            if new_hits > hits:
+                self.stage2["cache"] = "hit"
+            elif compiled:
+                self.stage2["cache"] = "miss"
+            else:
+                self.stage2["cache"] = "memory"
+        stats = cache_file_stats(jit_fn)
+        if stats is not None:
+            if stats.damaged:
+                self.stage2["note"] = f"rebuilt {len(stats.damaged)} damaged cache file(s)"
+            if stats.write_errors and self.stage2["cache"] == "miss":
+                self.stage2["cache"] = "unwritable"
+        return result
 
 
 class NumbaLinker:
@@ -134,10 +256,10 @@ class NumbaLinker:
 
     name = "numba"
 
-    def link(
-        self, fgraph: FunctionGraph, profile: Profile | None = None
-    ) -> Callable[[Sequence[Any]], list[Any]]:
+    def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> NumbaThunk:
         """Generate, load (or compile) and return the callable computing ``fgraph``."""
         gen = generate(fgraph)
-        jit_fn = load_function(fgraph, gen)
-        return NumbaThunk(jit_fn, gen.constants, gen)
+        jit_fn, info = load_function(fgraph, gen)
+        if profile is not None:
+            profile.stage2 = info
+        return NumbaThunk(jit_fn, gen.constants, gen, info)

@@ -1,7 +1,10 @@
 """Scalar special functions for generated code, compiled once and cached by Numba.
 
 Numba has ``math.erf``, ``math.lgamma`` and NumPy's ufuncs on scalars, but not SciPy's
-special functions; these are written here in float64 to match SciPy to a few ulp.
+special functions; these are written here in float64 and follow SciPy's algorithms
+(Cephes ``psi``, ``zeta`` and ``lbeta``; SciPy's ``logit``) so that they agree with
+SciPy to about 1e-13 relative, special values (poles, infinities, NaN) included. The
+tests check them against SciPy over wide ranges.
 """
 
 from __future__ import annotations
@@ -11,11 +14,53 @@ import math
 import numpy as np
 from numba import njit
 
+__all__ = [
+    "KilnRuntimeError",
+    "betaln",
+    "digamma",
+    "erfcx",
+    "erfinv",
+    "floor_divide",
+    "gammaln",
+    "kiln_raise",
+    "log1mexp",
+    "logit",
+    "polygamma",
+    "polygamma_f32",
+    "round_half_to_even",
+    "sigmoid",
+    "softplus",
+    "true_mod",
+    "zeta",
+]
+
+#: Division by zero gives inf / nan, as in NumPy and in the generated code.
+_jit = njit(cache=True, error_model="numpy")
+
 _SQRT_PI = math.sqrt(math.pi)
 _LN2 = math.log(2.0)
+_EPS = 2.0**-53
+_INF = math.inf
+_NAN = math.nan
 
 
-@njit(cache=True)
+class KilnRuntimeError(Exception):
+    """Raised by generated code; its argument indexes the module's table of errors.
+
+    Generated functions call ``kiln_raise(code)`` instead of raising their errors
+    directly: a ``raise`` in a large Numba function costs much compile time (its
+    clean-up code), a call to this one compiled function little. The linker turns
+    it back into the error of the table (class and message) when the call returns.
+    """
+
+
+@_jit
+def kiln_raise(code: int) -> None:
+    """Raise :class:`KilnRuntimeError` carrying ``code``."""
+    raise KilnRuntimeError(code)
+
+
+@_jit
 def sigmoid(x: float) -> float:
     """Return the logistic function 1 / (1 + exp(-x)), without overflow."""
     if x >= 0:
@@ -24,13 +69,13 @@ def sigmoid(x: float) -> float:
     return e / (1.0 + e)
 
 
-@njit(cache=True)
+@_jit
 def softplus(x: float) -> float:
     """Return log(1 + exp(x)) without overflow (NumPy's logaddexp(0, x))."""
     return np.logaddexp(0.0, x)
 
 
-@njit(cache=True)
+@_jit
 def log1mexp(x: float) -> float:
     """Return log(1 - exp(x)) for x <= 0, accurate on both sides of -log 2."""
     if x < -_LN2:
@@ -38,36 +83,66 @@ def log1mexp(x: float) -> float:
     return math.log(-math.expm1(x))
 
 
-@njit(cache=True)
+@_jit
 def logit(x: float) -> float:
-    """Return log(x / (1 - x))."""
-    return math.log(x / (1.0 - x))
+    """Return log(x / (1 - x)), accurate near 1/2 (SciPy's formula)."""
+    if x < 0.3 or x > 0.65:
+        return math.log(x / (1.0 - x))
+    return math.log1p(2.0 * (x - 0.5) / (1.0 - x))
 
 
-@njit(cache=True)
-def erfcx(x: float) -> float:
-    """Return exp(x**2) * erfc(x), accurate for large x (continued fraction)."""
-    if x < 25.0:
-        if x < -26.0:
-            return np.inf
-        return math.exp(x * x) * math.erfc(x)
-    # Asymptotic expansion: erfcx(x) ~ 1/(x sqrt(pi)) * (1 - 1/(2x^2) + 3/(4x^4) - ...)
+# --- erfcx ---------------------------------------------------------------------------
+
+
+@_jit
+def _exp_x2(x: float) -> float:
+    """Return exp(x * x) with the rounding error of x * x taken into account (Dekker)."""
+    hi = x * x
+    c = 134217729.0 * x  # 2**27 + 1: split x into two 26-bit halves
+    xh = c - (c - x)
+    xl = x - xh
+    lo = ((xh * xh - hi) + 2.0 * xh * xl) + xl * xl
+    return math.exp(hi) * (1.0 + lo)
+
+
+@_jit
+def _erfcx_nonneg(x: float) -> float:
+    """Return erfcx(x) for x >= 0."""
+    if x < 10.0:
+        return _exp_x2(x) * math.erfc(x)
+    if x > 1e9:
+        return 1.0 / (x * _SQRT_PI)  # the series' next term is below 1e-18 (0 at inf)
+    # Asymptotic series: erfcx(x) = 1/(x sqrt(pi)) sum_k (-1)^k (2k-1)!! / (2x^2)^k,
+    # whose terms decrease to below 1e-19 for x >= 10 before they diverge.
     inv2 = 1.0 / (2.0 * x * x)
     term = 1.0
     total = 1.0
-    for k in range(1, 12):
+    for k in range(1, 40):
         term *= -(2 * k - 1) * inv2
         total += term
+        if abs(term) < 1e-18 * total:
+            break
     return total / (x * _SQRT_PI)
 
 
-@njit(cache=True)
-def erfinv(y: float) -> float:
-    """Return the inverse error function (Giles' approximation + two Newton steps)."""
-    if y <= -1.0:
-        return -np.inf if y == -1.0 else np.nan
-    if y >= 1.0:
-        return np.inf if y == 1.0 else np.nan
+@_jit
+def erfcx(x: float) -> float:
+    """Return the scaled complementary error function exp(x**2) * erfc(x)."""
+    if math.isnan(x):
+        return x
+    if x >= 0.0:
+        return _erfcx_nonneg(x)
+    if x < -26.7:
+        return _INF  # 2 exp(x**2) overflows
+    return 2.0 * _exp_x2(x) - _erfcx_nonneg(-x)
+
+
+# --- erfinv --------------------------------------------------------------------------
+
+
+@_jit
+def _erfinv_initial(y: float) -> float:
+    """Return Giles' double-precision approximation of erfinv(y) for |y| < 1."""
     w = -math.log((1.0 - y) * (1.0 + y))
     if w < 6.25:
         w -= 3.125
@@ -134,79 +209,364 @@ def erfinv(y: float) -> float:
         p = -0.00013871931833623122026 + p * w
         p = 1.0103004648645343977 + p * w
         p = 4.8499064014085844221 + p * w
-    x = p * y
-    for _ in range(2):  # Newton on erf(x) - y
-        err = math.erf(x) - y
-        x -= err / (2.0 / _SQRT_PI * math.exp(-x * x))
-    return x
+    return p * y
 
 
-@njit(cache=True)
+@_jit
+def erfinv(y: float) -> float:
+    """Return the inverse error function (Giles' approximation, then Newton steps).
+
+    The Newton steps solve ``erf(x) = y`` for ``|y| <= 1/2`` and ``erfc(x) = 1 - y``
+    above, where ``1 - y`` is exact and ``erfc`` keeps full relative precision, so the
+    result is accurate up to ``y = 1 - 2**-53``.
+    """
+    if math.isnan(y):
+        return y
+    a = abs(y)
+    if a >= 1.0:
+        if a == 1.0:
+            return math.copysign(_INF, y)
+        return _NAN
+    x = _erfinv_initial(a)
+    k = 2.0 / _SQRT_PI
+    for _ in range(3):
+        if a <= 0.5:
+            err = math.erf(x) - a
+        else:
+            err = (1.0 - a) - math.erfc(x)
+        step = err / (k * math.exp(-x * x))
+        x -= step
+        if abs(step) <= 1e-17 * x:
+            break
+    return math.copysign(x, y)
+
+
+# --- Hurwitz zeta, digamma, polygamma ---------------------------------------------------
+
+# Cephes zeta: Euler-Maclaurin coefficients (2k)! / B_2k.
+_ZETA_A = np.array(
+    [
+        12.0,
+        -720.0,
+        30240.0,
+        -1209600.0,
+        47900160.0,
+        -1.8924375803183791606e9,
+        7.47242496e10,
+        -2.950130727918164224e12,
+        1.1646782814350067249e14,
+        -4.5979787224074726105e15,
+        1.8152105401943546773e17,
+        -7.1661652561756670113e18,
+    ]
+)
+
+
+@_jit
+def zeta(s: float, q: float) -> float:
+    """Return the Hurwitz zeta function sum_{k>=0} (k + q)**-s (Cephes' algorithm)."""
+    if math.isnan(s) or math.isnan(q):
+        return _NAN
+    if s == 1.0:
+        return _INF
+    if s < 1.0:
+        return _NAN
+    if q <= 0.0:
+        if q == np.floor(q):
+            return _INF
+        if s != np.floor(s):
+            return _NAN  # q**-s is not real
+    if q > 1e8:
+        return (1.0 / (s - 1.0) + 1.0 / (2.0 * q)) * q ** (1.0 - s)
+    total = q**-s
+    a = q
+    i = 0
+    b = 0.0
+    while i < 9 or a <= 9.0:
+        i += 1
+        a += 1.0
+        b = a**-s
+        total += b
+        if abs(b / total) < _EPS:
+            return total
+    w = a
+    total += b * w / (s - 1.0)
+    total -= 0.5 * b
+    fac = 1.0
+    k = 0.0
+    for j in range(12):
+        fac *= s + k
+        b /= w
+        t = fac * b / _ZETA_A[j]
+        total += t
+        if abs(t / total) < _EPS:
+            break
+        k += 1.0
+        fac *= s + k
+        b /= w
+        k += 1.0
+    return total
+
+
+_POSROOT = 1.4616321449683623
+_NEGROOT = -0.504083008264455409
+_NEGROOTVAL = 7.2897639029768949e-17
+_PSI_A = np.array(
+    [
+        8.33333333333333333333e-2,
+        -2.10927960927960927961e-2,
+        7.57575757575757575758e-3,
+        -4.16666666666666666667e-3,
+        3.96825396825396825397e-3,
+        -8.33333333333333333333e-3,
+        8.33333333333333333333e-2,
+    ]
+)
+_PSI12_P = np.array(
+    [
+        -0.0020713321167745952,
+        -0.045251321448739056,
+        -0.28919126444774784,
+        -0.65031853770896507,
+        -0.32555031186804491,
+        0.25479851061131551,
+    ]
+)
+_PSI12_Q = np.array(
+    [
+        -0.55789841321675513e-6,
+        0.0021284987017821144,
+        0.054151797245674225,
+        0.43593529692665969,
+        1.4606242909763515,
+        2.0767117023730469,
+        1.0,
+    ]
+)
+_EULER = 0.5772156649015329
+
+
+@_jit
+def _polevl(x: float, coef: np.ndarray) -> float:
+    """Return coef[0] * x**n + ... + coef[n]."""
+    acc = 0.0
+    for c in coef:
+        acc = acc * x + c
+    return acc
+
+
+@_jit
+def _digamma_1_2(x: float) -> float:
+    """Return digamma on [1, 2] as (x - root) (Y + R(x - 1)) (Boost's approximation)."""
+    g = x - 1569415565.0 / 1073741824.0
+    g -= (381566830.0 / 1073741824.0) / 1073741824.0
+    g -= 0.9016312093258695918615325266959189453125e-19
+    r = _polevl(x - 1.0, _PSI12_P) / _polevl(x - 1.0, _PSI12_Q)
+    return g * 0.99558162689208984 + g * r
+
+
+@_jit
+def _digamma_negroot_series(x: float) -> float:
+    """Return digamma near its negative root: a Taylor series with zeta coefficients."""
+    res = _NEGROOTVAL
+    coeff = -1.0
+    z = x - _NEGROOT
+    for n in range(1, 100):
+        coeff *= -z
+        term = coeff * zeta(n + 1.0, _NEGROOT)
+        res += term
+        if abs(term) < _EPS * abs(res):
+            break
+    return res
+
+
+@_jit
 def digamma(x: float) -> float:
-    """Return the digamma function (reflection, recurrence, asymptotic series)."""
-    if math.isnan(x) or x == -np.inf:
-        return np.nan
-    if x <= 0.0 and x == math.floor(x):
-        return np.nan
-    result = 0.0
+    """Return the digamma function (SciPy's: Cephes ``psi`` plus its negative-root series)."""
+    if math.isnan(x):
+        return x
+    if x == _INF:
+        return x
+    if x == -_INF:
+        return _NAN
+    if x == 0.0:
+        return math.copysign(_INF, -x)
+    if abs(x - _NEGROOT) < 0.3:
+        return _digamma_negroot_series(x)
+    y = 0.0
     if x < 0.0:
-        # psi(1 - x) - psi(x) = pi / tan(pi x)
-        result -= math.pi / math.tan(math.pi * x)
+        r = x - np.trunc(x)  # reduce before tan(pi x): psi(1 - x) - psi(x) = pi cot(pi x)
+        if r == 0.0:
+            return _NAN
+        y = -math.pi / math.tan(math.pi * r)
         x = 1.0 - x
-    while x < 6.0:
-        result -= 1.0 / x
+    if x <= 10.0 and x == np.floor(x):
+        n = int(x)
+        for i in range(1, n):
+            y += 1.0 / i
+        return y - _EULER
+    if x < 1.0:
+        y -= 1.0 / x
         x += 1.0
-    f = 1.0 / (x * x)
-    series = f * (
-        1.0 / 12
-        - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132 - f * 691.0 / 32760))))
-    )
-    return result + math.log(x) - 0.5 / x - series
+    elif x < 10.0:
+        while x > 2.0:
+            x -= 1.0
+            y += 1.0 / x
+    if 1.0 <= x <= 2.0:
+        return y + _digamma_1_2(x)
+    if x < 1e17:
+        z = 1.0 / (x * x)
+        tail = z * _polevl(z, _PSI_A)
+    else:
+        tail = 0.0
+    return y + math.log(x) - 0.5 / x - tail
 
 
-@njit(cache=True)
+@_jit
+def _polygamma_sign(n: float) -> float:
+    """Return (-1)**(n + 1) for an integer n, as ``pow`` gives it (n + 1 rounded)."""
+    if math.isinf(n):
+        return 1.0
+    return 1.0 if (n + 1.0) % 2.0 == 0.0 else -1.0
+
+
+@_jit
 def polygamma(n: float, x: float) -> float:
-    """Return the n-th derivative of digamma (n = 0 is digamma), by the Hurwitz zeta series."""
-    k = int(n)
-    if k != n or k < 0:
-        return np.nan
-    if k == 0:
+    """Return the n-th derivative of digamma: (-1)**(n+1) n! zeta(n + 1, x), as SciPy."""
+    if math.isnan(n) or math.isnan(x):
+        return _NAN
+    if n == 0.0:
         return digamma(x)
-    if x <= 0.0 and x == math.floor(x):
-        return np.nan
-    # psi^(k)(x) = (-1)^(k+1) k! sum_{j>=0} 1/(x+j)^(k+1): recurrence to x >= 20, then
-    # the Euler-Maclaurin tail.
-    total = 0.0
-    while x < 20.0:
-        total += 1.0 / x ** (k + 1)
-        x += 1.0
-    s = k + 1.0
-    tail = x ** (1.0 - s) / (s - 1.0) + 0.5 * x ** (-s)
-    # Bernoulli terms B2/2!, B4/4!, B6/6!, B8/8!
-    b = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30)
-    fact = (2.0, 24.0, 720.0, 40320.0)
-    rising = s
-    for j in range(4):
-        tail += b[j] / fact[j] * rising * x ** (-s - 2 * j - 1)
-        rising *= (s + 2 * j + 1) * (s + 2 * j + 2)
-    total += tail
-    sign = 1.0 if k % 2 == 1 else -1.0
-    return sign * math.gamma(k + 1.0) * total
+    if n < 0.0 or n != np.floor(n):
+        return _NAN
+    return _polygamma_sign(n) * _gamma(n + 1.0) * zeta(n + 1.0, x)
 
 
-@njit(cache=True)
+@_jit
+def polygamma_f32(n: np.float32, x: np.float32) -> np.float32:
+    """Return polygamma in float32 as SciPy's float32 loops give it.
+
+    SciPy evaluates ``(-1)**(n+1) * gamma(n + 1) * zeta(n + 1, x)`` with each factor
+    rounded to float32, so ``gamma`` overflows from ``n = 35`` on.
+    """
+    nf = np.float64(n)
+    xf = np.float64(x)
+    if math.isnan(nf) or math.isnan(xf):
+        return np.float32(_NAN)
+    if nf == 0.0:
+        return np.float32(digamma(xf))
+    if nf < 0.0 or nf != np.floor(nf):
+        return np.float32(_NAN)
+    sign = np.float32(_polygamma_sign(nf))
+    return sign * np.float32(_gamma(nf + 1.0)) * np.float32(zeta(nf + 1.0, xf))
+
+
+# --- betaln --------------------------------------------------------------------------
+
+_MAXGAM = 171.624376956302725
+_ASYMP_FACTOR = 1e6
+
+
+@_jit
+def _is_c_int(v: float) -> bool:
+    """Whether ``v`` is an integer that a C ``int`` holds."""
+    return v == np.floor(v) and -2147483648.0 <= v <= 2147483647.0
+
+
+@_jit
+def _gamma(x: float) -> float:
+    """Return Gamma(x) with Cephes' special values: +inf at poles, x at infinities."""
+    if not math.isfinite(x):
+        return x
+    if x <= 0.0 and x == np.floor(x):
+        return _INF
+    return math.gamma(x)
+
+
+@_jit
+def _lbeta_asymp(a: float, b: float) -> float:
+    """Return log|B(a, b)| for a much larger than b (loses no precision to a + b)."""
+    r = gammaln(b)
+    r -= b * math.log(a)
+    r += b * (1.0 - b) / (2.0 * a)
+    r += b * (1.0 - b) * (1.0 - 2.0 * b) / (12.0 * a * a)
+    r += -b * b * (1.0 - b) * (1.0 - b) / (12.0 * a * a * a)
+    return r
+
+
+@_jit
 def betaln(a: float, b: float) -> float:
-    """Return log |B(a, b)|."""
-    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    """Return log |B(a, b)| (Cephes' ``lbeta``, as SciPy; NaN where it gives NaN)."""
+    # Non-positive integer arguments: B(a, b) = B(1 - a - b, b) when b is an integer and
+    # that is finite, else +inf (Cephes, whose integers are C ints).
+    for _ in range(3):
+        if a <= 0.0 and a == np.floor(a):
+            if _is_c_int(a) and _is_c_int(b) and 1.0 - a - b > 0.0:
+                a = 1.0 - a - b
+                continue
+            return _INF
+        if b <= 0.0 and b == np.floor(b):
+            if _is_c_int(b) and _is_c_int(a) and 1.0 - b - a > 0.0:
+                a, b = 1.0 - b - a, a
+                continue
+            return _INF
+        break
+    if abs(a) < abs(b):
+        a, b = b, a
+    if abs(a) > _ASYMP_FACTOR * abs(b) and a > _ASYMP_FACTOR:
+        return _lbeta_asymp(a, b)
+    y = a + b
+    if abs(y) > _MAXGAM or abs(a) > _MAXGAM or abs(b) > _MAXGAM:
+        return gammaln(a) + (gammaln(b) - gammaln(y))
+    gy = _gamma(y)
+    ga = _gamma(a)
+    gb = _gamma(b)
+    if gy == 0.0:
+        return _INF
+    if abs(abs(ga) - abs(gy)) > abs(abs(gb) - abs(gy)):
+        r = gb / gy * ga
+    else:
+        r = ga / gy * gb
+    return math.log(abs(r))
 
 
-@njit(cache=True)
+@_jit
+def gammaln(x: float) -> float:
+    """Return log |Gamma(x)| (infinities map to themselves, as SciPy)."""
+    if math.isinf(x):
+        return x
+    return math.lgamma(x)
+
+
+@_jit
+def floor_divide(a, b):  # type: ignore[no-untyped-def]
+    """Return floor(a / b) for floats as NumPy computes it (from fmod, like ``divmod``).
+
+    Works in the arguments' float type; ``inf // 1`` is NaN and ``1 // 0`` is inf, as
+    in NumPy.
+    """
+    if not b:
+        return a / b
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod:
+        if (b < 0) != (mod < 0):
+            div -= 1.0
+    if div:
+        floordiv = np.floor(div)
+        if div - floordiv > 0.5:
+            floordiv += 1.0
+        return floordiv
+    return np.copysign(0.0 * div, a / b)
+
+
+@_jit
 def round_half_to_even(x: float) -> float:
     """Return x rounded to the nearest integer, halves to even (NumPy's rule)."""
     return np.round(x)
 
 
-@njit(cache=True)
+@_jit
 def true_mod(a, b):  # type: ignore[no-untyped-def]
     """Return a % b with the sign of b, as NumPy's ``mod``."""
     return np.mod(a, b)

@@ -32,11 +32,15 @@ def loop_shape(ctx: CodeContext, label: str) -> list[str]:
         for i in sources[1:]:
             if ctx.input_type(i).shape[d] is not None and static is not None:
                 continue
-            message = f"{label}: input {i} does not match the length of dimension {d}"
+            message = (
+                f"{label}: input {i} has a different length in dimension {d} than input "
+                f"{sources[0]}; kiln broadcasts only dimensions whose static length is 1 "
+                "(declare shape=(..., 1, ...) or use expand_dims)"
+            )
             ctx.emit(
                 f"""
                 if {ctx.inputs[i]}.shape[{d}] != {size}:
-                    raise ValueError({message!r})
+                    raise ShapeMismatchError({message!r})
                 """
             )
         sizes.append(size)

@@ -1,9 +1,15 @@
-"""Numba source for each scalar op: ``scalar_expr(op, args, in_dtypes, out_dtype)``.
+"""Numba source for each scalar op: ``scalar_expr(op, args, out_dtype)``.
 
-Expressions use NumPy's ufuncs on scalars where Numba supports them (so dtypes follow
-NumPy: ``np.exp`` of a float32 is a float32), and the helpers of
-:mod:`kiln_numba._runtime` for SciPy's special functions. Every expression is cast to
-the op's output dtype, as the VM's ``np.asarray(result, dtype)`` does.
+Expressions use NumPy's ufuncs on scalars where Numba supports them, and the helpers of
+:mod:`kiln_numba._runtime` for SciPy's special functions. When the output is a float,
+the arguments are first converted to it: NumPy computes such an op in the output's
+dtype (``exp`` of int16 runs the float32 loop, ``uint8 / uint8`` the float64 one),
+while Numba's scalar ufuncs may pick another loop for integer arguments. Every
+expression is cast to the op's output dtype, as the VM's ``np.asarray(result, dtype)``
+does. A few templates depend on the dtype (:data:`DTYPE_TEMPLATES`): float floor
+division follows NumPy's ``divmod`` (``inf // 1`` is NaN), the sign of an unsigned
+integer is 0 or 1, rounding an integer is the identity, and float32 ``polygamma``
+rounds its factors to float32 as SciPy's float32 loops do.
 """
 
 from __future__ import annotations
@@ -47,8 +53,8 @@ TEMPLATES: dict[type, Template] = {
     m.LE: _infix("<="),
     m.GT: _infix(">"),
     m.GE: _infix(">="),
-    m.AND: lambda a: f"({a[0]} and {a[1]})",
-    m.OR: lambda a: f"({a[0]} or {a[1]})",
+    m.AND: lambda a: f"(bool({a[0]}) and bool({a[1]}))",
+    m.OR: lambda a: f"(bool({a[0]}) or bool({a[1]}))",
     m.NOT: lambda a: f"(not {a[0]})",
     m.IsNan: _ufunc("isnan"),
     m.IsInf: _ufunc("isinf"),
@@ -81,7 +87,7 @@ TEMPLATES: dict[type, Template] = {
     m.Erfc: lambda a: f"math.erfc({a[0]})",
     m.Erfcx: _runtime("erfcx"),
     m.Erfinv: _runtime("erfinv"),
-    m.Gammaln: lambda a: f"math.lgamma({a[0]})",
+    m.Gammaln: _runtime("gammaln"),
     m.Digamma: _runtime("digamma"),
     m.Polygamma: _runtime("polygamma"),
     m.Betaln: _runtime("betaln"),
@@ -94,16 +100,56 @@ TEMPLATES: dict[type, Template] = {
 }
 
 
+#: Templates that depend on the output dtype: ``(args, out_dtype) -> source``, or None
+#: to use :data:`TEMPLATES`.
+DtypeTemplate = Callable[[Sequence[str], str], "str | None"]
+
+
+def _floor_divide(a: Sequence[str], dtype: str) -> str | None:
+    return f"floor_divide({a[0]}, {a[1]})" if dtype.startswith("float") else None
+
+
+def _sign(a: Sequence[str], dtype: str) -> str | None:
+    return f"(1 if {a[0]} > 0 else 0)" if dtype.startswith("uint") or dtype == "bool" else None
+
+
+def _round(a: Sequence[str], dtype: str) -> str | None:
+    return a[0] if not dtype.startswith(("float", "complex")) else None
+
+
+def _polygamma(a: Sequence[str], dtype: str) -> str | None:
+    return f"polygamma_f32({a[0]}, {a[1]})" if dtype == "float32" else None
+
+
+DTYPE_TEMPLATES: dict[type, DtypeTemplate] = {
+    m.FloorDivide: _floor_divide,
+    m.Sign: _sign,
+    m.Round: _round,
+    m.Polygamma: _polygamma,
+}
+
+#: Ops whose arguments are not all converted to a float output's dtype (the condition).
+_KEEP_ARGS: dict[type, tuple[int, ...]] = {m.Switch: (0,)}
+
+
 def scalar_expr(op: ScalarOp, args: Sequence[str], out_dtype: str) -> str:
     """Return the Numba expression of ``op`` applied to ``args``, as ``out_dtype``."""
     if isinstance(op, Cast):
         return cast_expr(args[0], op.dtype)
     if isinstance(op, ScalarConstant):
         return literal(op.value[()], op.dtype)
-    template = TEMPLATES.get(type(op))
-    if template is None:
-        raise NoNumbaImplementation(f"no Numba template for the scalar op {op}")
-    return cast_expr(template(args), out_dtype)
+    kind = type(op)
+    if out_dtype.startswith("float"):
+        keep = _KEEP_ARGS.get(kind, ())
+        args = [a if i in keep else cast_expr(a, out_dtype) for i, a in enumerate(args)]
+    special = DTYPE_TEMPLATES.get(kind)
+    expr = special(args, out_dtype) if special is not None else None
+    if expr is None:
+        template = TEMPLATES.get(kind)
+        if template is None:
+            raise NoNumbaImplementation(f"no Numba template for the scalar op {op}")
+        expr = template(args)
+    return cast_expr(expr, out_dtype)
 
 
 def cast_expr(expr: str, dtype: str) -> str:
