@@ -25,6 +25,7 @@ from kiln_graph import _math as m
 from kiln_graph import tensor as kt
 from kiln_graph._join import Split
 from kiln_graph._linalg import Cholesky, MatMul, SlogDet, Tri
+from kiln_graph._shape import MakeVector
 
 FAMILIES = (
     "elemwise",
@@ -289,8 +290,13 @@ SHAPE: dict[str, Builder] = {
     "shape": _unary((3, 4), lambda x: [kt.cast(kt.shape(x), x.dtype) * 1.0, kt.shape_i(x, 1)]),
     "reshape": _unary((3, 4), lambda x: [kt.reshape(x, (2, -1)), kt.reshape(x, (4, 3, 1))]),
     "reshape_symbolic": _unary(
-        (3, 4), lambda x: kt.reshape(x, kt.stack([kt.shape_i(x, 1), kt.shape_i(x, 0)]))
+        (3, 4),
+        lambda x: [
+            kt.reshape(x, kt.stack([kt.shape_i(x, 1), kt.shape_i(x, 0)])),
+            kt.reshape(x, (kt.shape_i(x, 0) * 2, -1)),
+        ],
     ),
+    "make_vector": _unary((3,), lambda x: MakeVector(x.dtype)(x[0], x[1] * 2, x[2], x[0] - 1)),
     "flatten": _unary((2, 3, 4), kt.flatten),
     "alloc": _unary((3,), lambda x: [kt.alloc(x, 2, kt.shape_i(x, 0)), kt.alloc(x[0], 2, 3)]),
     "full_zeros_ones": _unary(

@@ -141,6 +141,11 @@ class Function:
         self._explicit = fgraph.inputs[: fgraph.n_explicit]
         self._shared = fgraph.inputs[fgraph.n_explicit :]
         self._names = {v.name: i for i, v in enumerate(self._explicit) if v.name}
+        self._types = [v.type for v in self._explicit]
+        self._labels = [f"input {self._label(i)}" for i in range(len(self._explicit))]
+        # Calls that need nothing but the thunk: trusted inputs, no shared values to
+        # append, no updates to apply, no timing to record.
+        self._direct = trust_input and not self._shared and profile is None
 
     @property
     def inputs(self) -> tuple[Variable, ...]:
@@ -172,8 +177,8 @@ class Function:
             raise KilnTypeError(f"missing value for input(s): {', '.join(missing)}")
         if not self.trust_input:
             values = [
-                v.type.filter(val, name=f"input {self._label(i)}")
-                for i, (v, val) in enumerate(zip(self._explicit, values, strict=True))
+                t.filter(val, name=label)
+                for t, label, val in zip(self._types, self._labels, values, strict=True)
             ]
         return values
 
@@ -182,6 +187,9 @@ class Function:
         return f"{i} ({v.name!r})" if v.name else str(i)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._direct and not kwargs:
+            results = self.thunk(args)
+            return results[0] if self._single else results
         values = self._bind(args, kwargs) if (kwargs or not self.trust_input) else list(args)
         values.extend(s.get_value(borrow=True) for s in self._shared)  # type: ignore[attr-defined]
         if self.profile is not None:

@@ -9,11 +9,15 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+import kiln_graph
 from kiln_compile._conformance import CaseGraph as CaseGraph
 from kiln_compile._conformance import CaseResult as CaseResult
 from kiln_compile._conformance import ConformanceCase as ConformanceCase
@@ -23,7 +27,7 @@ from kiln_compile._conformance_cases import FAMILIES as FAMILIES
 from kiln_compile._conformance_cases import conformance_cases as conformance_cases
 from kiln_compile._function import function
 from kiln_compile._mode import Mode
-from kiln_graph import Variable
+from kiln_graph import Op, ScalarOp, Variable
 
 
 def run_conformance(
@@ -60,6 +64,45 @@ def conformance_groups(
     ...     run_conformance("numba", conformance_groups()[group]).check()
     """
     return groups(conformance_cases() if cases is None else cases)
+
+
+def _subclasses(base: type) -> list[type]:
+    """Return every subclass of ``base`` defined in kiln_graph (all its modules imported)."""
+    for info in pkgutil.walk_packages(kiln_graph.__path__, "kiln_graph."):
+        importlib.import_module(info.name)
+    seen: set[type] = set()
+    stack: list[type] = [base]
+    while stack:
+        subclasses: list[type] = stack.pop().__subclasses__()
+        for sub in subclasses:
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+    found = [c for c in seen if c.__module__.split(".")[0] == "kiln_graph"]
+    return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+def graph_op_classes() -> list[type[Op]]:
+    """Return every concrete Op class of kiln_graph (those a graph can hold).
+
+    All of kiln_graph's modules are imported first; an Op is concrete when it is not
+    abstract and has a ``make_node`` (its own or a parent's) other than ``Op``'s.
+
+    Examples
+    --------
+    >>> [c.__name__ for c in graph_op_classes()][:3]  # doctest: +SKIP
+    ['AdvancedIncSubtensor', 'AdvancedIncSubtensor1', 'AdvancedSubtensor']
+    """
+    return [
+        c
+        for c in _subclasses(Op)
+        if not inspect.isabstract(c) and getattr(c, "make_node", None) is not Op.make_node
+    ]
+
+
+def graph_scalar_op_classes() -> list[type[ScalarOp]]:
+    """Return every ScalarOp class of kiln_graph: ``_math``'s, Composite, ScalarConstant, Cast."""
+    return _subclasses(ScalarOp)
 
 
 def compare_with_vm(

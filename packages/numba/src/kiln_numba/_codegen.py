@@ -44,7 +44,8 @@ class ObjectModeWarning(UserWarning):
     """An Op without a Numba implementation runs through its Python ``perform``."""
 
 
-_warned_ops: set[str] = set()
+#: The Op classes whose object-mode fallback has been reported in this process.
+_warned_ops: set[type] = set()
 
 
 @dataclasses.dataclass
@@ -167,16 +168,15 @@ def _out_of_line_raise(module: ModuleBuilder, line: str) -> str:
     return f"{match['indent']}kiln_raise(np.int64({len(module.errors) - 1}))"
 
 
-def _numba_type_source(module: ModuleBuilder, t: TensorType) -> str:
-    dtype = numba.from_dtype(np.dtype(t.dtype))
-    return module.python_global(numba.types.Array(dtype, t.ndim, "A"), "ty")
+def _numba_array_type(t: TensorType) -> Any:
+    return numba.types.Array(numba.from_dtype(np.dtype(t.dtype)), t.ndim, "A")
 
 
 def _object_mode(node: Apply, ctx: CodeContext) -> None:
     """Run the node's ``perform`` through Numba's object mode (warning once per Op)."""
-    name = type(node.op).__name__
-    if name not in _warned_ops:
-        _warned_ops.add(name)
+    op_class = type(node.op)
+    if op_class not in _warned_ops:
+        _warned_ops.add(op_class)
         warnings.warn(
             f"kiln: the Op {node.op} has no Numba implementation; it runs through its "
             "Python perform in object mode (slow)",
@@ -193,14 +193,16 @@ def _object_mode(node: Apply, ctx: CodeContext) -> None:
         )
 
     fn = ctx.module.python_global(run, "perform")
-    annotations = ", ".join(
-        f"{o}={_numba_type_source(ctx.module, v.type)}"  # type: ignore[arg-type]
-        for o, v in zip(ctx.outputs, node.outputs, strict=True)
-    )
+    # One tuple out of the object-mode block, unpacked after it: Numba refuses annotated
+    # variables that are not used after the block (an output nobody reads).
+    tuple_type = numba.types.Tuple([_numba_array_type(v.type) for v in node.outputs])  # type: ignore[arg-type]
+    ty = ctx.module.python_global(tuple_type, "ty")
+    result = ctx.fresh("objmode")
     targets = "".join(f"{o}, " for o in ctx.outputs)
     ctx.emit(
         f"""
-        with numba.objmode({annotations}):
-            ({targets}) = {fn}({", ".join(ctx.inputs)})
+        with numba.objmode({result}={ty}):
+            {result} = {fn}({", ".join(ctx.inputs)})
+        ({targets}) = {result}
         """
     )

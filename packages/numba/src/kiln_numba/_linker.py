@@ -211,7 +211,9 @@ class NumbaThunk:
         if self._first:
             return self._first_call(values)
         try:
-            return list(self.jit_fn(*values, *self.constants))
+            if self.constants:
+                return list(self.jit_fn(*values, *self.constants))
+            return list(self.jit_fn(*values))
         except KilnRuntimeError as exc:
             raise self._error(exc) from None
 

@@ -168,8 +168,26 @@ def composite_statements(
     lines = []
     for j, (step, step_args) in enumerate(op.steps):
         slot = op.nin + j
+        step_in = [slots[a] for a in step_args]
+        if isinstance(step, Composite):  # a nested program: inline it
+            inner, results = composite_statements(
+                step, step_in, [dtypes[a] for a in step_args], fresh
+            )
+            lines.extend(inner)
+            slots.append(results[0])
+            continue
         name = fresh("s")
-        expr = scalar_expr(step, [slots[a] for a in step_args], dtypes[slot])
-        lines.append(f"{name} = {expr}")
+        lines.append(f"{name} = {scalar_expr(step, step_in, dtypes[slot])}")
         slots.append(name)
     return lines, [slots[o] for o in op.outputs]
+
+
+def has_scalar_template(op_class: type) -> bool:
+    """Whether scalar ops of ``op_class`` compile to Numba source.
+
+    True for the ops of :data:`TEMPLATES` and :data:`DTYPE_TEMPLATES`, casts, scalar
+    constants, and Composites (whose programs :func:`composite_statements` writes).
+    """
+    if issubclass(op_class, Cast | ScalarConstant | Composite):
+        return True
+    return op_class in TEMPLATES or op_class in DTYPE_TEMPLATES

@@ -1,0 +1,39 @@
+"""Every Op of kiln_graph has a Numba implementation; every scalar op a Numba template."""
+
+from __future__ import annotations
+
+from kiln_compile.testing import graph_op_classes, graph_scalar_op_classes
+from kiln_graph import Composite, Elemwise, ScalarConstant
+from kiln_graph import _math as m
+from kiln_graph._elemwise import Cast
+from kiln_graph._reduce import CAReduce
+from kiln_numba import has_numba_implementation
+from kiln_numba.scalar import has_scalar_template
+
+
+def test_the_walk_finds_kiln_graphs_ops():
+    """The walk over Op subclasses sees every family (a check of the walk itself)."""
+    names = {c.__name__ for c in graph_op_classes()}
+    assert {"Elemwise", "DimShuffle", "CAReduce", "Reshape", "Subtensor", "Blockwise"} <= names
+    assert {"OpFromGraph", "Cholesky", "AdvancedIncSubtensor", "FusedReduce", "Eye"} <= names
+    assert Elemwise in graph_op_classes() and CAReduce in graph_op_classes()
+
+
+def test_every_op_has_a_numba_implementation():
+    """Each concrete Op class defined in kiln_graph is registered with numba_funcify."""
+    missing = [
+        f"{c.__module__}.{c.__qualname__}"
+        for c in graph_op_classes()
+        if not has_numba_implementation(c)
+    ]
+    assert not missing, f"Ops without a Numba implementation (object mode): {missing}"
+
+
+def test_every_scalar_op_has_a_template():
+    """Each ScalarOp of kiln_graph (``_math``'s, Composite, ScalarConstant, Cast) compiles."""
+    classes = graph_scalar_op_classes()
+    in_math = {c for c in vars(m).values() if isinstance(c, type) and c in classes}
+    assert {Composite, ScalarConstant, Cast} <= set(classes)
+    assert len(in_math) >= 55  # the walk sees the whole table of _math
+    missing = [c.__qualname__ for c in classes if not has_scalar_template(c)]
+    assert not missing, f"scalar ops without a Numba template: {missing}"
