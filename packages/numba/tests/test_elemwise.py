@@ -20,7 +20,7 @@ import pytest
 import kiln
 import kiln.tensor as kt
 from kiln_compile.testing import CaseGraph, ConformanceCase, compare_with_vm, run_conformance
-from kiln_graph import Elemwise, ScalarOp, ShapeMismatchError
+from kiln_graph import Elemwise, KilnTypeError, ScalarOp, ShapeMismatchError
 from kiln_graph import _math as m
 from kiln_graph._elemwise import Cast
 
@@ -218,3 +218,12 @@ def test_float32_stays_float32():
         warnings.simplefilter("error")
         got = compare_with_vm([x], outs, [np.linspace(-2, 2, 5).astype("float32")], NUMBA_FAST)
     assert all(g.dtype == np.float32 for g in got)
+
+
+def test_float16_is_a_clear_error():
+    """Numba has no float16: compiling a graph that holds one says so and what to do."""
+    x = kt.vector("x", dtype="int8")
+    with pytest.raises(KilnTypeError, match=r"does not support dtype float16.*output of exp.*cast"):
+        kiln.function([x], kt.exp(x), mode=NUMBA_RAW)
+    f = kiln.function([x], kt.exp(kt.cast(x, "float32")), mode=NUMBA_RAW)
+    np.testing.assert_allclose(f(np.arange(3, dtype="int8")), np.exp(np.arange(3.0)), rtol=1e-6)

@@ -37,8 +37,11 @@ from typing import Any
 
 import llvmlite
 import numba
+import numpy as np
+from numba.core.datamodel import default_manager
 
 from kiln_compile import FunctionGraph, Profile, config, is_unwritable, mark_unwritable
+from kiln_graph import KilnTypeError
 from kiln_numba import _codegen
 from kiln_numba._cache import cache_file_stats
 from kiln_numba._codegen import FUNCTION_NAME, Generated, generate
@@ -183,6 +186,31 @@ def _counts(jit_fn: Any) -> tuple[int, int, int]:
     )
 
 
+@functools.cache
+def _numba_supports(dtype: str) -> bool:
+    """Whether Numba's CPU target compiles arrays of ``dtype`` (it has no float16)."""
+    try:
+        default_manager.lookup(numba.from_dtype(np.dtype(dtype)))
+    except (NotImplementedError, KeyError, TypeError):
+        return False
+    return True
+
+
+def check_dtypes(fgraph: FunctionGraph) -> None:
+    """Raise a clear error if a tensor of ``fgraph`` has a dtype Numba does not support."""
+    variables = list(fgraph.inputs) + [o for node in fgraph.nodes for o in node.outputs]
+    for v in variables:
+        dtype = getattr(v.type, "dtype", None)
+        if dtype is None or _numba_supports(dtype):
+            continue
+        what = f"the output of {v.owner.op}" if v.owner is not None else f"the input {v!r}"
+        raise KilnTypeError(
+            f"the Numba backend does not support dtype {dtype}, the dtype of {what}; "
+            "cast to a supported dtype first (e.g. kt.cast(x, 'float32')), or compile "
+            "with the Python VM (kiln.Mode(linker='vm'))"
+        )
+
+
 class NumbaThunk:
     """The callable a Function runs: inputs in, outputs out, constants appended.
 
@@ -259,7 +287,14 @@ class NumbaLinker:
     name = "numba"
 
     def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> NumbaThunk:
-        """Generate, load (or compile) and return the callable computing ``fgraph``."""
+        """Generate, load (or compile) and return the callable computing ``fgraph``.
+
+        Raises
+        ------
+        KilnTypeError
+            If a value of the graph has a dtype Numba cannot compile (``float16``).
+        """
+        check_dtypes(fgraph)
         gen = generate(fgraph)
         jit_fn, info = load_function(fgraph, gen)
         if profile is not None:
