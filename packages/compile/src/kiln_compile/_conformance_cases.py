@@ -52,9 +52,9 @@ def _uniform(rng: Rng, shape: Sequence[int], dtype: str, low: float, high: float
     return np.asarray(rng.uniform(low, high, size=shape)).astype(dtype)
 
 
-def _case(inputs: list[Variable], outputs: Any, values: list[Any]) -> CaseGraph:
+def _case(inputs: Sequence[Variable], outputs: Any, values: list[Any]) -> CaseGraph:
     outs = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
-    return CaseGraph(inputs, outs, values)
+    return CaseGraph(list(inputs), outs, values)
 
 
 # --- elementwise ------------------------------------------------------------------------
@@ -321,7 +321,9 @@ def _split(rng: Rng, dtype: str) -> CaseGraph:
     rest = kt.shape_i(x, 1) - n
     pieces = Split(1, 2).make_node(x, n, rest).outputs
     return _case(
-        [x, n], [p * 2 for p in pieces], [_uniform(rng, (3, 5), dtype, -2, 2), np.int64(2)]
+        [x, n],
+        [kt.as_tensor(p) * 2 for p in pieces],
+        [_uniform(rng, (3, 5), dtype, -2, 2), np.int64(2)],
     )
 
 

@@ -127,11 +127,11 @@ def numba_funcify_Blockwise(op: Blockwise, node: Apply, ctx: CodeContext) -> Non
             """
         )
     for k, out in enumerate(ctx.outputs):
-        dims = [
+        core_dims = [
             n if n is not None else f"{first}[{k}].shape[{j}]" for j, n in enumerate(core_shapes[k])
         ]
-        shape = "(" + "".join(f"{s}, " for s in [*sizes, *dims]) + ")"
-        ctx.emit(f"{out} = np.empty({shape}, dtype={np_dtype(ctx.output_type(k).dtype)})")
+        shape_src = "(" + "".join(f"{s}, " for s in [*sizes, *core_dims]) + ")"
+        ctx.emit(f"{out} = np.empty({shape_src}, dtype={np_dtype(ctx.output_type(k).dtype)})")
 
     loop_vars = [ctx.fresh("j") for _ in range(batch)]
     result = ctx.fresh("r")

@@ -245,10 +245,10 @@ def _broadcast(
         # Per dimension of the array: "" (it runs along), "0" (static length 1) or the
         # name of a run-time 0/1 factor (length 1 at run time broadcasts).
         factors = []
-        for p, n in enumerate(ctx.input_type(g).shape):
-            if n == 1:
+        for p, length in enumerate(ctx.input_type(g).shape):
+            if length == 1:
                 factors.append("0")
-            elif n is not None:
+            elif length is not None:
                 factors.append("")
             else:
                 f = ctx.fresh("f")
