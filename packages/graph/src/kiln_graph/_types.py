@@ -85,10 +85,11 @@ class TensorType(Type):
     TensorType(float64, shape=(None, 3))
     """
 
-    __slots__ = ("dtype", "shape", "broadcastable", "_hash")
+    __slots__ = ("dtype", "shape", "broadcastable", "_hash", "_np_dtype")
 
     def __init__(self, dtype: Any, shape: tuple[int | None, ...] = ()) -> None:
         self.dtype: str = normalize_dtype(dtype)
+        self._np_dtype = np.dtype(self.dtype)
         try:
             dims = tuple(shape)
         except TypeError as exc:
@@ -146,8 +147,12 @@ class TensorType(Type):
         Only casts that keep every value exactly are done (e.g. ``int`` lists to
         ``float64``); anything else is an error that names ``name``.
         """
-        if isinstance(value, np.ndarray) and value.dtype.name == self.dtype:
+        if isinstance(value, np.ndarray) and value.dtype == self._np_dtype:
             arr = value
+            if arr.ndim == len(self.shape) and all(
+                s is None or s == a for s, a in zip(self.shape, arr.shape, strict=True)
+            ):
+                return arr  # the common case, kept fast for per-call input checks
         else:
             arr = np.asarray(value)
             if arr.dtype.name != self.dtype:
