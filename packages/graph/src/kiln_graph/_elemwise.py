@@ -167,15 +167,7 @@ class Elemwise(Op):
     def infer_shape(
         self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
     ) -> list[tuple[Variable, ...] | None]:
-        out_shape: list[Variable] = []
-        for d in range(node.outputs[0].type.ndim):  # type: ignore[attr-defined]
-            dim: Variable = _shape.shape_constant(1)
-            for var, shp in zip(node.inputs, input_shapes, strict=True):
-                if not var.type.broadcastable[d] and shp is not None:  # type: ignore[attr-defined]
-                    dim = shp[d]
-                    break
-            out_shape.append(dim)
-        return [tuple(out_shape)]
+        return [broadcast_shape(node.inputs, input_shapes)]
 
     def L_op(
         self,
@@ -205,6 +197,25 @@ def can_overwrite(source: Any, target: Any) -> bool:
         and source.dtype == target.dtype
         and source.broadcastable == target.broadcastable
     )
+
+
+def broadcast_shape(
+    inputs: Sequence[Variable], input_shapes: Sequence[tuple[Variable, ...] | None]
+) -> tuple[Variable, ...]:
+    """Return the symbolic broadcast shape of same-ndim ``inputs``.
+
+    Each dimension is the length of the first input that does not broadcast along it
+    (static length other than 1), or 1 when they all do.
+    """
+    out: list[Variable] = []
+    for d in range(inputs[0].type.ndim):  # type: ignore[attr-defined]
+        dim: Variable = _shape.shape_constant(1)
+        for var, shp in zip(inputs, input_shapes, strict=True):
+            if not var.type.broadcastable[d] and shp is not None:  # type: ignore[attr-defined]
+                dim = shp[d]
+                break
+        out.append(dim)
+    return tuple(out)
 
 
 def _check_runtime_shapes(op: Op, variables: Sequence[Variable], values: Sequence[Any]) -> None:

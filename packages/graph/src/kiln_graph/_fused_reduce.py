@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _shape
-from kiln_graph._elemwise import Elemwise, ScalarOp, _check_runtime_shapes
+from kiln_graph._elemwise import Elemwise, ScalarOp, _check_runtime_shapes, broadcast_shape
 from kiln_graph._errors import GradientError, KilnTypeError, KilnValueError
 from kiln_graph._node import Apply, Op, Variable
 from kiln_graph._reduce import CAReduce
@@ -77,18 +76,8 @@ class FusedReduce(Op):
         self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
     ) -> list[tuple[Variable, ...] | None]:
         """Return the broadcast shape of the inputs without the reduced axes."""
-        ndim = node.inputs[0].type.ndim  # type: ignore[attr-defined]
-        out: list[Variable] = []
-        for d in range(ndim):
-            if d in self.axis:
-                continue
-            dim: Variable = _shape.shape_constant(1)
-            for var, shp in zip(node.inputs, input_shapes, strict=True):
-                if not var.type.broadcastable[d] and shp is not None:  # type: ignore[attr-defined]
-                    dim = shp[d]
-                    break
-            out.append(dim)
-        return [tuple(out)]
+        full = broadcast_shape(node.inputs, input_shapes)
+        return [tuple(dim for d, dim in enumerate(full) if d not in self.axis)]
 
     def L_op(
         self,
