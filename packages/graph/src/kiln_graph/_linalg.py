@@ -218,7 +218,28 @@ def _check_b_ndim(b_ndim: Any) -> int:
     return int(b_ndim)
 
 
-class Solve(Op):
+class _LinearSolve(Op):
+    """Shared by the solves: ``a @ x = b`` with ``b`` a vector or a matrix (``b_ndim``)."""
+
+    b_ndim: int
+    _fn_name: str
+
+    @property
+    def gufunc_signature(self) -> str:
+        """``(m,m),(m)->(m)`` or ``(m,m),(m,n)->(m,n)``."""
+        return "(m,m),(m)->(m)" if self.b_ndim == 1 else "(m,m),(m,n)->(m,n)"
+
+    def make_node(self, a: Any, b: Any) -> Apply:
+        a = _matrix(self._fn_name, a, "a", square=True)
+        b = _rhs(self._fn_name, a, b, self.b_ndim)
+        dtype = _float_dtype(self._fn_name, a.dtype, b.dtype)
+        shape = list(b.type.shape)
+        if shape[0] is None:
+            shape[0] = a.type.shape[0] if a.type.shape[0] is not None else a.type.shape[1]
+        return Apply.create(self, [a, b], [TensorType(dtype, tuple(shape))])
+
+
+class Solve(_LinearSolve):
     """The solution ``x`` of ``a @ x = b`` for a square ``a``.
 
     ``assume_a`` is ``"gen"`` (general), ``"sym"`` (symmetric) or ``"pos"`` (symmetric
@@ -227,6 +248,7 @@ class Solve(Op):
     """
 
     __props__ = ("assume_a", "lower", "b_ndim")
+    _fn_name = "solve"
 
     def __init__(self, assume_a: str = "gen", lower: bool = False, b_ndim: int = 2) -> None:
         if assume_a not in _ASSUME_A:
@@ -234,20 +256,6 @@ class Solve(Op):
         self.assume_a = _ASSUME_A[assume_a]
         self.lower = bool(lower) and self.assume_a != "gen"
         self.b_ndim = _check_b_ndim(b_ndim)
-
-    @property
-    def gufunc_signature(self) -> str:
-        """``(m,m),(m)->(m)`` or ``(m,m),(m,n)->(m,n)``."""
-        return "(m,m),(m)->(m)" if self.b_ndim == 1 else "(m,m),(m,n)->(m,n)"
-
-    def make_node(self, a: Any, b: Any) -> Apply:
-        a = _matrix("solve", a, "a", square=True)
-        b = _rhs("solve", a, b, self.b_ndim)
-        dtype = _float_dtype("solve", a.dtype, b.dtype)
-        shape = list(b.type.shape)
-        if shape[0] is None:
-            shape[0] = a.type.shape[0] if a.type.shape[0] is not None else a.type.shape[1]
-        return Apply.create(self, [a, b], [TensorType(dtype, tuple(shape))])
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
         a, b = inputs
@@ -288,7 +296,7 @@ def _neg_outer(u: Variable, v: Variable, b_ndim: int) -> TensorVariable:
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
 
 
-class SolveTriangular(Op):
+class SolveTriangular(_LinearSolve):
     """The solution ``x`` of ``a @ x = b`` (``trans=1``: ``a.T @ x = b``), ``a`` triangular.
 
     Only the triangle chosen by ``lower`` is read; with ``unit_diagonal`` the diagonal
@@ -296,6 +304,7 @@ class SolveTriangular(Op):
     """
 
     __props__ = ("lower", "unit_diagonal", "trans", "b_ndim")
+    _fn_name = "solve_triangular"
 
     def __init__(
         self, lower: bool = False, unit_diagonal: bool = False, trans: Any = 0, b_ndim: int = 2
@@ -306,20 +315,6 @@ class SolveTriangular(Op):
         self.unit_diagonal = bool(unit_diagonal)
         self.trans = _TRANS[trans]  # real matrices: 'C' (conjugate transpose) is 'T'
         self.b_ndim = _check_b_ndim(b_ndim)
-
-    @property
-    def gufunc_signature(self) -> str:
-        """``(m,m),(m)->(m)`` or ``(m,m),(m,n)->(m,n)``."""
-        return "(m,m),(m)->(m)" if self.b_ndim == 1 else "(m,m),(m,n)->(m,n)"
-
-    def make_node(self, a: Any, b: Any) -> Apply:
-        a = _matrix("solve_triangular", a, "a", square=True)
-        b = _rhs("solve_triangular", a, b, self.b_ndim)
-        dtype = _float_dtype("solve_triangular", a.dtype, b.dtype)
-        shape = list(b.type.shape)
-        if shape[0] is None:
-            shape[0] = a.type.shape[0] if a.type.shape[0] is not None else a.type.shape[1]
-        return Apply.create(self, [a, b], [TensorType(dtype, tuple(shape))])
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
         a, b = inputs
