@@ -218,8 +218,8 @@ def _check_b_ndim(b_ndim: Any) -> int:
     return int(b_ndim)
 
 
-class _LinearSolve(Op):
-    """Shared by the solves: ``a @ x = b`` with ``b`` a vector or a matrix (``b_ndim``)."""
+class _LinearSolve:
+    """Mixin of the solve Ops: ``a @ x = b`` with ``b`` a vector or a matrix (``b_ndim``)."""
 
     b_ndim: int
     _fn_name: str
@@ -236,10 +236,10 @@ class _LinearSolve(Op):
         shape = list(b.type.shape)
         if shape[0] is None:
             shape[0] = a.type.shape[0] if a.type.shape[0] is not None else a.type.shape[1]
-        return Apply.create(self, [a, b], [TensorType(dtype, tuple(shape))])
+        return Apply.create(self, [a, b], [TensorType(dtype, tuple(shape))])  # type: ignore[arg-type]
 
 
-class Solve(_LinearSolve):
+class Solve(_LinearSolve, Op):
     """The solution ``x`` of ``a @ x = b`` for a square ``a``.
 
     ``assume_a`` is ``"gen"`` (general), ``"sym"`` (symmetric) or ``"pos"`` (symmetric
@@ -296,7 +296,7 @@ def _neg_outer(u: Variable, v: Variable, b_ndim: int) -> TensorVariable:
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
 
 
-class SolveTriangular(_LinearSolve):
+class SolveTriangular(_LinearSolve, Op):
     """The solution ``x`` of ``a @ x = b`` (``trans=1``: ``a.T @ x = b``), ``a`` triangular.
 
     Only the triangle chosen by ``lower`` is read; with ``unit_diagonal`` the diagonal
