@@ -8,7 +8,7 @@ from typing import Any
 
 from kiln_compile._config import config
 from kiln_compile._fgraph import FunctionGraph
-from kiln_compile._linkers import Thunk, get_linker, resolve_linker_name
+from kiln_compile._linkers import Thunk, backend_query, get_linker, resolve_linker_name
 from kiln_compile._mode import Mode, get_mode
 from kiln_compile._profile import Profile
 from kiln_compile._stage1 import rewrite_stage1
@@ -85,8 +85,14 @@ def prepare(
     outputs: Sequence[Variable],
     updates: Any = None,
     givens: Mapping[Variable, Any] | None = None,
+    no_default_updates: bool = False,
 ) -> FunctionGraph:
-    """Return the :class:`FunctionGraph` of a function: givens applied, shared inputs added."""
+    """Return the :class:`FunctionGraph` of a function: givens applied, shared inputs added.
+
+    Every shared variable the graph reads that has a ``default_update`` and no entry in
+    ``updates`` is updated with it (random generators advance after each call), unless
+    ``no_default_updates``.
+    """
     ins = _check_inputs(inputs)
     outs = [as_tensor(o) if not isinstance(o, Variable) else o for o in outputs]
     pairs = _as_update_pairs(updates)
@@ -98,11 +104,29 @@ def prepare(
                 raise KilnTypeError(f"givens: keys must be variables, got {old!r}")
             replace[old] = new if isinstance(new, Variable) else as_tensor(new)
         all_outs = list(graph_replace(all_outs, replace))  # type: ignore[arg-type]
-    shared = [v for v in graph_inputs(all_outs) if isinstance(v, SharedVariable)]
-    for target, _ in pairs:
+    targets = [t for t, _ in pairs]
+    shared = _shared_inputs(all_outs)
+    if not no_default_updates:
+        # A default update may read further shared variables with default updates.
+        pending = [v for v in shared if v.default_update is not None and v not in targets]
+        while pending:
+            target = pending.pop(0)
+            expr = target.default_update
+            targets.append(target)
+            all_outs.append(expr)
+            for v in _shared_inputs([expr]):
+                if v not in shared:
+                    shared.append(v)
+                    if v.default_update is not None and v not in targets:
+                        pending.append(v)
+    for target in targets:
         if target not in shared:
             shared.append(target)
-    return FunctionGraph([*ins, *shared], all_outs, len(ins), [t for t, _ in pairs])
+    return FunctionGraph([*ins, *shared], all_outs, len(ins), targets)
+
+
+def _shared_inputs(outputs: Sequence[Variable]) -> list[SharedVariable]:
+    return [v for v in graph_inputs(list(outputs)) if isinstance(v, SharedVariable)]
 
 
 class Function:
@@ -227,6 +251,7 @@ def function(
     givens: Mapping[Variable, Any] | None = None,
     profile: bool = False,
     trust_input: bool = False,
+    no_default_updates: bool = False,
 ) -> Function:
     """Compile ``outputs`` as a function of ``inputs``.
 
@@ -249,6 +274,9 @@ def function(
         function when ``config.profile`` is set); ``f.profile.summary()`` prints them.
     trust_input
         Skip the checks and conversions of the inputs (for hot loops).
+    no_default_updates
+        Apply no shared variable's ``default_update`` (by default a random generator
+        the graph draws from advances after each call, so calls give new draws).
 
     Examples
     --------
@@ -265,15 +293,15 @@ def function(
     the_mode = get_mode(mode)
     prof = Profile(mode=_describe(the_mode)) if (profile or config.profile) else None
     t0 = time.perf_counter()
-    fgraph = prepare(list(inputs), outs, updates, givens)
+    fgraph = prepare(list(inputs), outs, updates, givens, no_default_updates)
     t1 = time.perf_counter()
     prepared = fgraph
-    if the_mode.rewrites is not None:
-        fgraph = rewrite_stage1(fgraph, the_mode.rewrites, prof)
-    t2 = time.perf_counter()
     requested = config.linker if the_mode.linker == "auto" else the_mode.linker
     linker_name = resolve_linker_name(requested, warn=config.warn_fallback)
     linker = get_linker(linker_name)
+    if the_mode.rewrites is not None:
+        fgraph = rewrite_stage1(fgraph, backend_query(the_mode.rewrites, linker), prof)
+    t2 = time.perf_counter()
     thunk = linker.link(fgraph, prof)
     t3 = time.perf_counter()
     if prof is not None:

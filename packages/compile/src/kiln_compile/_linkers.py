@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from collections.abc import Callable, Sequence
@@ -11,6 +12,7 @@ from typing import Any, Protocol
 from kiln_compile._fgraph import FunctionGraph
 from kiln_compile._profile import Profile
 from kiln_graph import KilnValueError
+from kiln_rewrite import Query
 
 #: The package that provides each backend kiln knows about.
 KNOWN_BACKENDS: dict[str, str] = {
@@ -37,6 +39,9 @@ class Linker(Protocol):
     """
 
     name: str
+    #: Tags of the backend-only rewrites (registered by the backend's package) that
+    #: Stage 1 runs, in the phases the mode selects, when compiling for this backend.
+    rewrite_tags: tuple[str, ...]
 
     def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> Thunk:
         """Return the callable that computes ``fgraph``."""
@@ -46,6 +51,14 @@ class Linker(Protocol):
 @functools.cache
 def _registered() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group="kiln.linkers")}
+
+
+def backend_query(query: Query, linker: Linker) -> Query:
+    """Return ``query`` with the linker's own rewrite tags selected (unless excluded)."""
+    tags = frozenset(getattr(linker, "rewrite_tags", ())) - query.exclude
+    if not tags or tags <= query.include:
+        return query
+    return dataclasses.replace(query, include=query.include | tags)
 
 
 def available_linkers() -> list[str]:

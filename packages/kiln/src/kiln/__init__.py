@@ -13,6 +13,7 @@ array([2., 4.])
 from importlib.metadata import version as _version
 
 from kiln import cache as cache
+from kiln import random as random
 from kiln import tensor as tensor
 from kiln_compile import FAST_COMPILE as FAST_COMPILE
 from kiln_compile import FAST_RUN as FAST_RUN

@@ -5,7 +5,17 @@ and reductions as explicit loops), cached on disk so a later compile of the same
 in any process, loads machine code instead of running LLVM.
 """
 
-from kiln_numba import blockwise, elemwise, linalg, opfromgraph, reduce, shape, subtensor
+from kiln_numba import (
+    blockwise,
+    core_shape,
+    elemwise,
+    linalg,
+    opfromgraph,
+    random,
+    reduce,
+    shape,
+    subtensor,
+)
 from kiln_numba._codegen import ObjectModeWarning as ObjectModeWarning
 from kiln_numba._codegen import generate as generate
 from kiln_numba._funcify import CodeContext as CodeContext
@@ -16,9 +26,11 @@ from kiln_numba._linker import NumbaThunk as NumbaThunk
 
 __all__ = [
     "blockwise",
+    "core_shape",
     "elemwise",
     "linalg",
     "opfromgraph",
+    "random",
     "reduce",
     "shape",
     "subtensor",

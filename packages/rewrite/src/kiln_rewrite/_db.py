@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -186,10 +187,19 @@ def register_global(
 
 
 def tracked_key(op: Op) -> tuple[type, ...]:
-    """Return the classes under which rewrites of a node with ``op`` are indexed."""
+    """Return the classes under which rewrites of a node with ``op`` are indexed.
+
+    An Op's class and its Op base classes (a rewrite tracking ``RandomVariable`` sees
+    every distribution); for Elemwise, also the scalar op's class.
+    """
     if isinstance(op, Elemwise):
         return (type(op), type(op.scalar_op))
-    return (type(op),)
+    return _op_classes(type(op))
+
+
+@functools.cache
+def _op_classes(cls: type) -> tuple[type, ...]:
+    return tuple(c for c in cls.__mro__ if issubclass(c, Op) and c is not Op)
 
 
 def check_tracks(tracks: Sequence[type]) -> None:

@@ -97,6 +97,15 @@ VARIANTS: dict[type[Op], Callable[[Apply], list[tuple[int, Op]]]] = {
 }
 
 
+def inplace_variants(node: Apply) -> list[tuple[int, Op]]:
+    """Return the in-place variants of ``node`` (from :data:`VARIANTS`, by Op class MRO)."""
+    for cls in type(node.op).__mro__:
+        variants = VARIANTS.get(cls)
+        if variants is not None:
+            return variants(node)
+    return []
+
+
 # --- liveness over the linear program ------------------------------------------------------
 
 
@@ -177,9 +186,8 @@ def _plan(
     for step, node in enumerate(order):
         ins = [live.of(v) for v in node.inputs]
         op = node.op
-        variants = VARIANTS.get(type(op))
-        if variants is not None and not op.destroy_map:
-            for j, new_op in variants(node):
+        if not op.destroy_map:
+            for j, new_op in inplace_variants(node):
                 if live.why_not(step, node, j, ins) is None:
                     chosen[node] = op = new_op
                     break
@@ -256,5 +264,6 @@ __all__ = [
     "apply_inplace",
     "check_inplace",
     "inplace_buffers",
+    "inplace_variants",
     "plan_inplace",
 ]

@@ -13,6 +13,7 @@ class VMLinker:
     """Link a function graph into a :class:`kiln_graph.Program` over NumPy values."""
 
     name = "vm"
+    rewrite_tags: tuple[str, ...] = ()
 
     def link(
         self, fgraph: FunctionGraph, profile: Profile | None = None
