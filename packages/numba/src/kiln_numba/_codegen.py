@@ -34,6 +34,7 @@ import numba
 import numpy as np
 
 from kiln_numba._linalg_kernels import *  # noqa: F403
+from kiln_numba._random_kernels import *  # noqa: F403
 from kiln_numba._runtime import *  # noqa: F403
 from kiln_numba._cache import njit  # numba.njit with kiln's checked cache
 from kiln_graph import KilnIndexError, KilnValueError, ShapeMismatchError
@@ -168,7 +169,9 @@ def _out_of_line_raise(module: ModuleBuilder, line: str) -> str:
     return f"{match['indent']}kiln_raise(np.int64({len(module.errors) - 1}))"
 
 
-def _numba_array_type(t: TensorType) -> Any:
+def _numba_array_type(t: Any) -> Any:
+    if not isinstance(t, TensorType):  # a random generator
+        return numba.types.npy_rng
     return numba.types.Array(numba.from_dtype(np.dtype(t.dtype)), t.ndim, "A")
 
 

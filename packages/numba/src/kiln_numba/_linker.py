@@ -53,13 +53,15 @@ _NAMESPACE = "numba"
 
 @functools.cache
 def code_fingerprint() -> str:
-    """Return a digest of kiln_numba's source files and of Numba's and llvmlite's versions."""
+    """Return a digest of the source files compiled into generated code and of Numba's
+    and llvmlite's versions: kiln_numba's, and kiln_random's (its draws' ``core_fn``)."""
     h = hashlib.sha256(f"{numba.__version__}|{llvmlite.__version__}\n".encode())
-    spec = importlib.util.find_spec("kiln_numba")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        for path in sorted(Path(location).rglob("*.py")):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
+    for package in ("kiln_numba", "kiln_random"):
+        spec = importlib.util.find_spec(package)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            for path in sorted(Path(location).rglob("*.py")):
+                h.update(path.name.encode())
+                h.update(path.read_bytes())
     return h.hexdigest()
 
 
@@ -285,6 +287,8 @@ class NumbaLinker:
     """Link a function graph into one Numba-compiled function (cached on disk)."""
 
     name = "numba"
+    #: The Numba-only rewrites (core shapes of random variables and Blockwise).
+    rewrite_tags: tuple[str, ...] = ("numba",)
 
     def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> NumbaThunk:
         """Generate, load (or compile) and return the callable computing ``fgraph``.
