@@ -7,7 +7,8 @@ bad one raises the VM's error type with the same message.
 Exceptions raised from compiled code carry their values as arguments (formatting
 strings in nopython code is slow to compile) and format them in ``__str__``. The small
 helpers have explicit signatures: Numba would otherwise compile one version per literal
-label and axis at the call sites. The gathers and scatters of integer-vector indexing
+label and axis at the call sites; they compile at first use (:mod:`kiln_numba._dispatch`),
+so importing this module compiles nothing. The gathers and scatters of integer-vector indexing
 (``mu[idx]`` and its gradient) are cached on disk once per type signature, so graphs
 using them compile faster.
 """
@@ -22,6 +23,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from kiln_graph import KilnIndexError, KilnValueError, ShapeMismatchError
+from kiln_numba._dispatch import signature_njit
 
 # --- errors raised from compiled code ---------------------------------------------------
 
@@ -75,13 +77,13 @@ class UpdateShapeError(ShapeMismatchError):
 # --- checks -----------------------------------------------------------------------------
 
 
-@njit("none(int64, int64, int64, unicode_type)", cache=True)
+@signature_njit("none(int64, int64, int64, unicode_type)", cache=True)
 def index_error(i: Any, n: int, axis: int, label: str) -> None:
     """Raise the error of index ``i`` out of bounds for axis ``axis`` of length ``n``."""
     raise IndexOutOfBoundsError(label, i, axis, n)
 
 
-@njit("int64(int64, int64, int64, unicode_type)", cache=True)
+@signature_njit("int64(int64, int64, int64, unicode_type)", cache=True)
 def check_index(i: Any, n: int, axis: int, label: str) -> int:
     """Return the integer index ``i`` into an axis of length ``n``, wrapped (or raise)."""
     if i < -n or i >= n:
@@ -89,14 +91,14 @@ def check_index(i: Any, n: int, axis: int, label: str) -> int:
     return i + n if i < 0 else i
 
 
-@njit("none(int64, unicode_type)", cache=True)
+@signature_njit("none(int64, unicode_type)", cache=True)
 def check_step(step: int, label: str) -> None:
     """Raise if a slice's step is zero (``label`` names the Op)."""
     if step == 0:
         raise ZeroStepError(label)
 
 
-@njit("UniTuple(int64, 2)(int64, int64, int64, int64, boolean, boolean)", cache=True)
+@signature_njit("UniTuple(int64, 2)(int64, int64, int64, int64, boolean, boolean)", cache=True)
 def slice_span(
     start: int, stop: int, step: int, n: int, has_start: bool, has_stop: bool
 ) -> tuple[int, int]:
@@ -115,7 +117,7 @@ def slice_span(
     return lo, length
 
 
-@njit("int64(int64, int64, unicode_type)", cache=True)
+@signature_njit("int64(int64, int64, unicode_type)", cache=True)
 def broadcast_length(b: int, n: int, label: str) -> int:
     """Return the broadcast of lengths ``b`` and ``n`` of index arrays (or raise)."""
     if n == 1 or n == b:
@@ -125,7 +127,7 @@ def broadcast_length(b: int, n: int, label: str) -> int:
     return n
 
 
-@njit("none(int64, int64, int64, unicode_type)", cache=True)
+@signature_njit("none(int64, int64, int64, unicode_type)", cache=True)
 def check_update_length(n: int, target: int, dim: int, label: str) -> None:
     """Raise if dimension ``dim`` of y (length ``n``) does not match the region's."""
     if n != target:
