@@ -37,3 +37,9 @@ def test_every_scalar_op_has_a_template():
     assert len(in_math) >= 55  # the walk sees the whole table of _math
     missing = [c.__qualname__ for c in classes if not has_scalar_template(c)]
     assert not missing, f"scalar ops without a Numba template: {missing}"
+
+
+def test_the_walk_finds_the_random_variables():
+    """kiln_random's distributions are Ops every backend implements."""
+    names = {c.__name__ for c in graph_op_classes()}
+    assert {"NormalRV", "DirichletRV", "MultivariateNormalRV", "CategoricalRV"} <= names

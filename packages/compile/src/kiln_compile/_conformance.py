@@ -159,7 +159,9 @@ def _call_all(
 ) -> list[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        f = function(inputs, outputs, mode=mode)
+        # Pure functions: a shared generator is not advanced, so every compile of a
+        # group draws from the same state.
+        f = function(inputs, outputs, mode=mode, no_default_updates=True)
         return [np.asarray(r) for r in f(*values)]
 
 

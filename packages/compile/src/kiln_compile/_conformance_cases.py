@@ -6,9 +6,11 @@ rows for each float dtype (``float64`` and ``float32``) into
 dtype so that a backend compiles one function per group. Families: ``elemwise`` (every
 scalar op of ``kiln_graph._math``, casts, an explicit Composite), ``dimshuffle``,
 ``reduce``, ``shape``, ``join``, ``ranges``, ``subtensor`` (basic, advanced, inc and
-set), ``linalg``, ``blockwise``, ``opfromgraph``, ``nnet`` (softmax) and ``fusion``
+set), ``linalg``, ``blockwise``, ``opfromgraph``, ``nnet`` (softmax), ``fusion``
 (graphs compiled with all rewrites, so that the backend runs fused Composites,
-FusedReduce and in-place ops).
+FusedReduce and in-place ops) and ``random`` (every random variable of kiln_random,
+batched, from a seeded generator: a backend must draw the VM's stream; compiled with
+all rewrites too, so that draws run in place and with their core-shape forms).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from kiln_graph import tensor as kt
 from kiln_graph._join import Split
 from kiln_graph._linalg import Cholesky, MatMul, SlogDet, Tri
 from kiln_graph._shape import MakeVector
+from kiln_random import OPS as RANDOM_OPS
+from kiln_random import rng as random_generator
 
 FAMILIES = (
     "elemwise",
@@ -40,6 +44,7 @@ FAMILIES = (
     "opfromgraph",
     "nnet",
     "fusion",
+    "random",
 )
 FLOAT_DTYPES = ("float64", "float32")
 
@@ -519,6 +524,54 @@ FUSION: dict[str, Builder] = {
 }
 
 
+# --- random variables --------------------------------------------------------------------
+
+#: Valid parameters of each random variable (a batch of 3 of them is drawn, size (2, 3)).
+RANDOM_PARAMS: dict[str, list[Any]] = {
+    "normal": [0.5, 2.0],
+    "halfnormal": [2.0],
+    "lognormal": [0.1, 0.5],
+    "uniform": [-1.0, 2.0],
+    "exponential": [1.5],
+    "gamma": [2.0, 1.5],
+    "beta": [2.0, 3.0],
+    "invgamma": [3.0, 2.0],
+    "studentt": [5.0, 0.0, 1.0],
+    "cauchy": [0.0, 1.0],
+    "halfcauchy": [1.0],
+    "laplace": [0.0, 1.0],
+    "logistic": [0.0, 1.0],
+    "weibull": [1.5, 1.0],
+    "truncated_normal": [0.0, 1.0, -1.0, 2.0],
+    "bernoulli": [0.3],
+    "binomial": [10, 0.3],
+    "poisson": [3.0],
+    "negative_binomial": [3.0, 0.4],
+    "geometric": [0.3],
+    "categorical": [[0.2, 0.5, 0.3]],
+    "dirichlet": [[1.0, 2.0, 3.0]],
+    "multinomial": [10, [0.2, 0.5, 0.3]],
+    "multivariate_normal": [[0.0, 1.0], [[2.0, 0.5], [0.5, 1.0]]],
+}
+
+
+def _random_row(name: str) -> Builder:
+    op = RANDOM_OPS[name]
+    dtypes = op.param_dtypes or ("float64",) * len(op.params)
+
+    def build(rng: Rng, dtype: str) -> CaseGraph:
+        inputs, values = [], []
+        for value, param_dtype in zip(RANDOM_PARAMS[name], dtypes, strict=True):
+            arr = np.asarray(value, dtype=dtype if param_dtype == "float64" else param_dtype)
+            inputs.append(kt.tensor(dtype=arr.dtype, shape=(None,) * (arr.ndim + 1)))
+            values.append(np.ascontiguousarray(np.broadcast_to(arr, (3, *arr.shape))))
+        seed = int(rng.integers(2**31))
+        draw = op.make_node(random_generator(seed), (2, 3), *inputs).outputs[1]
+        return _case(inputs, draw, values)
+
+    return build
+
+
 def _family_rows(family: str) -> dict[str, Builder]:
     tables: dict[str, Callable[[], dict[str, Builder]]] = {
         "elemwise": _elemwise_rows,
@@ -533,6 +586,7 @@ def _family_rows(family: str) -> dict[str, Builder]:
         "opfromgraph": lambda: {"nested": _opfromgraph},
         "nnet": lambda: NNET,
         "fusion": lambda: FUSION,
+        "random": lambda: {name: _random_row(name) for name in RANDOM_OPS},
     }
     return tables[family]()
 
@@ -590,7 +644,7 @@ def conformance_cases(
                         name=f"{family}/{row}[{dtype}]",
                         build=_bind(build, dtype),
                         group=f"{family}[{dtype}]",
-                        rewrite=family == "fusion",
+                        rewrite=family in ("fusion", "random"),
                         grad=_has_gradient(family, row),
                     )
                 )
@@ -607,7 +661,7 @@ _NO_GRADIENT = {
 
 
 def _has_gradient(family: str, row: str) -> bool:
-    if (family, row) in _NO_GRADIENT:
+    if (family, row) in _NO_GRADIENT or family == "random":
         return False
     return not (family == "elemwise" and row in _BOOL_OUTPUT)
 

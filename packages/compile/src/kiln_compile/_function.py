@@ -13,14 +13,17 @@ from kiln_compile._mode import Mode, get_mode
 from kiln_compile._profile import Profile
 from kiln_compile._stage1 import rewrite_stage1
 from kiln_graph import (
+    Apply,
     Constant,
     KilnTypeError,
     KilnValueError,
+    RandomGeneratorType,
     SharedVariable,
     TensorType,
     Variable,
     graph_inputs,
     graph_replace,
+    toposort,
 )
 from kiln_graph.tensor import as_tensor
 
@@ -89,9 +92,9 @@ def prepare(
 ) -> FunctionGraph:
     """Return the :class:`FunctionGraph` of a function: givens applied, shared inputs added.
 
-    Every shared variable the graph reads that has a ``default_update`` and no entry in
-    ``updates`` is updated with it (random generators advance after each call), unless
-    ``no_default_updates``.
+    Unless ``no_default_updates``, each shared random generator the graph draws from
+    (and ``updates`` does not name) is threaded through its draws and advanced after
+    each call (:func:`thread_generators`).
     """
     ins = _check_inputs(inputs)
     outs = [as_tensor(o) if not isinstance(o, Variable) else o for o in outputs]
@@ -105,24 +108,60 @@ def prepare(
             replace[old] = new if isinstance(new, Variable) else as_tensor(new)
         all_outs = list(graph_replace(all_outs, replace))  # type: ignore[arg-type]
     targets = [t for t, _ in pairs]
-    shared = _shared_inputs(all_outs)
     if not no_default_updates:
-        # A default update may read further shared variables with default updates.
-        pending = [v for v in shared if v.default_update is not None and v not in targets]
-        while pending:
-            target = pending.pop(0)
-            expr = target.default_update
+        all_outs, advanced = thread_generators(all_outs, skip=targets)
+        for target, expr in advanced.items():
             targets.append(target)
             all_outs.append(expr)
-            for v in _shared_inputs([expr]):
-                if v not in shared:
-                    shared.append(v)
-                    if v.default_update is not None and v not in targets:
-                        pending.append(v)
+    shared = _shared_inputs(all_outs)
     for target in targets:
         if target not in shared:
             shared.append(target)
     return FunctionGraph([*ins, *shared], all_outs, len(ins), targets)
+
+
+def thread_generators(
+    outputs: Sequence[Variable], skip: Sequence[Variable] = ()
+) -> tuple[list[Variable], dict[SharedVariable, Variable]]:
+    """Chain the draws from each shared generator; return the new outputs and updates.
+
+    Every node reading a shared random generator ``r`` (not in ``skip``) directly is
+    rewired, in program order, to read the state the previous such node returns (its
+    first generator output), so the draws of one function are independent, as
+    successive calls of a NumPy generator are; ``r`` is then updated to the last state.
+    Draws from a generator state of the graph (another draw's output) are left as they
+    are. Two identical draw expressions are one node, hence one draw.
+    """
+    order = toposort(list(outputs))
+    consumers: dict[SharedVariable, list[Apply]] = {}
+    for node in order:
+        for v in node.inputs:
+            if (
+                isinstance(v, SharedVariable)
+                and isinstance(v.type, RandomGeneratorType)
+                and v not in skip
+            ):
+                consumers.setdefault(v, []).append(node)
+    if not consumers:
+        return list(outputs), {}
+    position = {node: k for r, nodes in consumers.items() for k, node in enumerate(nodes)}
+    state: dict[SharedVariable, Variable] = {}
+    memo: dict[Variable, Variable] = {}
+    for node in order:
+        inputs = [memo.get(v, v) for v in node.inputs]
+        readers = [i for i, v in enumerate(node.inputs) if v in consumers]
+        for i in readers:
+            if position[node] > 0:
+                inputs[i] = state[node.inputs[i]]  # type: ignore[index]
+        if any(a is not b for a, b in zip(inputs, node.inputs, strict=True)):
+            new = node.op.make_node(*inputs)
+        else:
+            new = node
+        memo.update(zip(node.outputs, new.outputs, strict=True))
+        for i in readers:
+            r = node.inputs[i]
+            state[r] = next(o for o in new.outputs if isinstance(o.type, RandomGeneratorType))  # type: ignore[index]
+    return [memo.get(v, v) for v in outputs], state
 
 
 def _shared_inputs(outputs: Sequence[Variable]) -> list[SharedVariable]:
@@ -275,8 +314,9 @@ def function(
     trust_input
         Skip the checks and conversions of the inputs (for hot loops).
     no_default_updates
-        Apply no shared variable's ``default_update`` (by default a random generator
-        the graph draws from advances after each call, so calls give new draws).
+        Leave the shared random generators as they are: each draw reads its generator's
+        stored state, and calls repeat the same draws (by default the draws of one
+        generator are chained and it advances after each call, so calls give new draws).
 
     Examples
     --------

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import kiln_graph
+import kiln_random
 from kiln_compile._conformance import CaseGraph as CaseGraph
 from kiln_compile._conformance import CaseResult as CaseResult
 from kiln_compile._conformance import ConformanceCase as ConformanceCase
@@ -66,10 +67,15 @@ def conformance_groups(
     return groups(conformance_cases() if cases is None else cases)
 
 
+#: The packages whose Ops every backend implements.
+OP_PACKAGES = (kiln_graph, kiln_random)
+
+
 def _subclasses(base: type) -> list[type]:
-    """Return every subclass of ``base`` defined in kiln_graph (all its modules imported)."""
-    for info in pkgutil.walk_packages(kiln_graph.__path__, "kiln_graph."):
-        importlib.import_module(info.name)
+    """Return every subclass of ``base`` defined in :data:`OP_PACKAGES` (all imported)."""
+    for package in OP_PACKAGES:
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            importlib.import_module(info.name)
     seen: set[type] = set()
     stack: list[type] = [base]
     while stack:
@@ -78,14 +84,15 @@ def _subclasses(base: type) -> list[type]:
             if sub not in seen:
                 seen.add(sub)
                 stack.append(sub)
-    found = [c for c in seen if c.__module__.split(".")[0] == "kiln_graph"]
+    names = {p.__name__ for p in OP_PACKAGES}
+    found = [c for c in seen if c.__module__.split(".")[0] in names]
     return sorted(found, key=lambda c: f"{c.__module__}.{c.__qualname__}")
 
 
 def graph_op_classes() -> list[type[Op]]:
-    """Return every concrete Op class of kiln_graph (those a graph can hold).
+    """Return every concrete Op class of kiln_graph and kiln_random (those a graph can hold).
 
-    All of kiln_graph's modules are imported first; an Op is concrete when it is not
+    All of their modules are imported first; an Op is concrete when it is not
     abstract and has a ``make_node`` (its own or a parent's) other than ``Op``'s.
 
     Examples

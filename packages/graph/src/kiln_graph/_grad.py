@@ -116,10 +116,11 @@ def grad(
     return result[0] if single else result
 
 
-def _zeros_for(v: Variable) -> Variable:
+def _zeros_for(v: Variable) -> Variable | None:
+    """The gradient of an output the cost does not use: zeros, or None for non-tensors."""
     if isinstance(v.type, TensorType):
         return _shape.zeros_like(v)
-    raise GradientError(f"cannot build a zero gradient for {v!r} of type {v.type}")
+    return None  # a random generator state: nothing to differentiate
 
 
 def jacobian(expression: Variable, wrt: Variable | Sequence[Variable]) -> Any:

@@ -351,15 +351,11 @@ class SharedVariable(Variable):
     ``updates``. Use :meth:`get_value` / :meth:`set_value` to read and change it.
     """
 
-    __slots__ = ("_value", "default_update")
+    __slots__ = ("_value",)
 
     def __init__(self, type: Type, value: Any, name: str | None = None) -> None:
         super().__init__(type, name=name)
         self._value = type.filter(value, name=name or "value")
-        #: The expression of this variable's new value that a compiled function applies
-        #: after each call when its ``updates`` name none (``None``: no update). Random
-        #: generators set it to the state after their last draw.
-        self.default_update: Variable | None = None
 
     def get_value(self, borrow: bool = False) -> Any:
         """Return the current value (a copy unless ``borrow=True``)."""

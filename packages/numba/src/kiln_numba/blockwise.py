@@ -8,7 +8,9 @@ function once per batch index, writing each core result into its slot.
 
 Each output's core shape comes from its static shape or from an input dimension of the
 same name; when neither tells (a vectorized function whose output has a new core
-dimension), the core function runs on the first batch index to find it.
+dimension), the Numba-only rewrite of :mod:`kiln_numba.core_shape` passes it as an input
+computed from the shape graph; where that rewrite could not run or the shape graph
+cannot tell, the core function runs on the first batch index to find it.
 """
 
 from __future__ import annotations
@@ -82,6 +84,17 @@ def _core_args(ctx: CodeContext, batch: int, loop_vars: list[str]) -> list[str]:
 @numba_funcify.register(Blockwise)
 def numba_funcify_Blockwise(op: Blockwise, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Loop over the broadcast batch dimensions, calling the core op's function."""
+    write_blockwise(op, node, ctx, core_shapes=None)
+
+
+def write_blockwise(
+    op: Blockwise, node: Apply, ctx: CodeContext, core_shapes: list[str] | None
+) -> None:
+    """Write the batch loop of ``node``; ``core_shapes`` name each output's core shape.
+
+    Without them (no core-shape rewrite), each output's core length is static, an input
+    dimension of the same name, or found by calling the core function once.
+    """
     batch = op.batch_ndim(node)
     core_types = [
         TensorType(t.dtype, t.shape[batch:]) for t in map(ctx.input_type, range(len(node.inputs)))
@@ -106,17 +119,21 @@ def numba_funcify_Blockwise(op: Blockwise, node: Apply, ctx: CodeContext) -> Non
 
     # Each output's core shape: static, from an input dimension of the same name, or
     # (None) only known from a core result.
-    core_shapes: list[list[str | None]] = []
-    for o, dims in zip(core_node.outputs, op.outputs_sig, strict=True):
+    out_core: list[list[str | None]] = []
+    for k, (o, dims) in enumerate(zip(core_node.outputs, op.outputs_sig, strict=True)):
         shape = o.type.shape  # type: ignore[attr-defined]
-        core_shapes.append(
+        out_core.append(
             [
-                str(n) if n is not None else by_name.get(name)
-                for n, name in zip(shape, dims, strict=True)
+                str(n)
+                if n is not None
+                else f"{core_shapes[k]}[{j}]"
+                if core_shapes is not None
+                else by_name.get(name)
+                for j, (n, name) in enumerate(zip(shape, dims, strict=True))
             ]
         )
     first = None
-    if any(n is None for shape in core_shapes for n in shape):
+    if any(n is None for shape in out_core for n in shape):
         first = ctx.fresh("first")
         message = f"{op}: cannot tell the core shape of its outputs for an empty batch"
         ctx.emit(
@@ -128,7 +145,7 @@ def numba_funcify_Blockwise(op: Blockwise, node: Apply, ctx: CodeContext) -> Non
         )
     for k, out in enumerate(ctx.outputs):
         core_dims = [
-            n if n is not None else f"{first}[{k}].shape[{j}]" for j, n in enumerate(core_shapes[k])
+            n if n is not None else f"{first}[{k}].shape[{j}]" for j, n in enumerate(out_core[k])
         ]
         shape_src = "(" + "".join(f"{s}, " for s in [*sizes, *core_dims]) + ")"
         ctx.emit(f"{out} = np.empty({shape_src}, dtype={np_dtype(ctx.output_type(k).dtype)})")
@@ -137,7 +154,7 @@ def numba_funcify_Blockwise(op: Blockwise, node: Apply, ctx: CodeContext) -> Non
     result = ctx.fresh("r")
     lines = [f"{result} = {call(loop_vars)}"]
     for k, out in enumerate(ctx.outputs):
-        lines += _write_block(ctx, op, k, out, f"{result}[{k}]", loop_vars, len(core_shapes[k]))
+        lines += _write_block(ctx, op, k, out, f"{result}[{k}]", loop_vars, len(out_core[k]))
     loops = [
         ("    " * d) + f"for {j} in range({n}):"
         for d, (j, n) in enumerate(zip(loop_vars, sizes, strict=True))

@@ -17,9 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from kiln_graph import Apply
+from kiln_graph import Apply, Blockwise
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, np_dtype, numba_funcify
 from kiln_numba._random_kernels import compile_kernel, kernel_name
+from kiln_numba.blockwise import write_blockwise
 from kiln_numba.core_shape import CoreShape
 from kiln_random import RandomVariable
 
@@ -32,8 +33,16 @@ def numba_funcify_RandomVariable(op: RandomVariable, node: Apply, ctx: CodeConte
 
 @numba_funcify.register(CoreShape)
 def numba_funcify_CoreShape(op: CoreShape, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
-    """Draw elementwise over the batch, into an output of the given core shape."""
-    write_draws(op.op, op.inner_node(node), ctx, ctx.inputs[1:], core_shape=ctx.inputs[0])
+    """Run the wrapped random variable or Blockwise with outputs of the given core shapes."""
+    n = op.n_shapes
+    inner = op.inner_node(node)
+    if isinstance(op.op, RandomVariable):
+        write_draws(op.op, inner, ctx, ctx.inputs[n:], core_shape=ctx.inputs[0])
+    elif isinstance(op.op, Blockwise):
+        sub = CodeContext(ctx.module, inner, ctx.inputs[n:], ctx.outputs, ctx.scope)
+        write_blockwise(op.op, inner, sub, core_shapes=ctx.inputs[:n])
+    else:
+        raise NoNumbaImplementation(f"no Numba implementation for {op}")
 
 
 def _kernel(op: RandomVariable, ctx: CodeContext) -> str:

@@ -1,11 +1,12 @@
 """The user API, like ``numpy.random``: ``rng(seed)`` and one function per distribution.
 
-``kiln.random.normal(mu, sigma, size=None, rng=r)`` returns a symbolic draw. When ``r``
-is a shared generator (``kiln.random.rng(seed)``), the draw reads the generator's state
-after its previous draw and becomes its ``default_update``: a compiled function
-advances the generator after each call, and two draws from one generator are
-independent, as two calls of a NumPy generator are. A symbolic generator state (the
-``next_rng`` output of another draw) is used as it is: the graph is then pure.
+``kiln.random.normal(mu, sigma, size=None, rng=r)`` returns a symbolic draw from ``r``, a
+shared generator (``kiln.random.rng(seed)``) or a generator state of the graph (the
+``next_rng`` output of another draw: the graph is then pure). ``kiln.function`` chains
+the draws of a function from one shared generator and advances it after each call
+(:func:`kiln_compile.thread_generators`), so they are independent, as successive calls
+of a NumPy generator are, and calls give new draws. Identical draw expressions are one
+node, hence one draw: ask for ``size=2`` to get two.
 """
 
 from __future__ import annotations
@@ -61,13 +62,7 @@ def draw(op: RandomVariable, params: tuple[Any, ...], size: Any = None, rng: Any
             f"{op.name}: rng must be a random generator variable (kiln.random.rng(seed)), "
             f"got {rng!r}"
         )
-    if isinstance(rng, SharedVariable):
-        state = rng.default_update if rng.default_update is not None else rng
-        node = op.make_node(state, size, *params)
-        rng.default_update = node.outputs[0]
-    else:
-        node = op.make_node(rng, size, *params)
-    return node.outputs[1]
+    return op.make_node(rng, size, *params).outputs[1]
 
 
 def _function(op: RandomVariable, defaults: dict[str, Any], doc: str) -> Callable[..., Any]:

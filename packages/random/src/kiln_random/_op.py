@@ -15,6 +15,7 @@ dimensions broadcast as everywhere in kiln: only dimensions of static length 1.
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -45,7 +46,7 @@ from kiln_graph.tensor import as_tensor
 NO_SIZE = np.zeros(0, dtype="int64")
 
 
-class RandomVariable(Op):
+class RandomVariable(Op, metaclass=abc.ABCMeta):
     """A draw from a distribution: ``(rng, size, *params) -> (next_rng, draw)``.
 
     Subclasses declare ``name``, ``signature``, ``dtype``, ``params`` (names),
@@ -86,6 +87,7 @@ class RandomVariable(Op):
     __repr__ = __str__
 
     @staticmethod
+    @abc.abstractmethod
     def core_fn(rng: np.random.Generator, *args: Any) -> Any:
         """Draw one core value: return a scalar, or write a core array into ``args[-1]``."""
         raise NotImplementedError
@@ -126,6 +128,11 @@ class RandomVariable(Op):
         batch_shapes = [
             t.type.shape[: t.ndim - len(d)] for t, d in zip(tensors, self.inputs_sig, strict=True)
         ]
+        if isinstance(size, tuple | list) and len(size) == 0 and any(batch_shapes):
+            raise ShapeMismatchError(
+                f"{self.name}: size=() asks for one draw, but the parameters have batch "
+                f"shapes {batch_shapes}; use size=None to draw one per parameter"
+            )
         batch = n_size if n_size else max((len(s) for s in batch_shapes), default=0)
         for i, shp in enumerate(batch_shapes):
             if len(shp) > batch:
