@@ -6,7 +6,8 @@ ratios that compare benchmarks measured in this same run (machines are shared an
 noisy, so compare ratios within one file, not seconds across files). The Stage-1
 benchmarks of the models M1-M4 (``stage1.py``) go under the key ``"stage1"``, the
 Numba-backend ones (``stage2.py``: cold / warm compile in new processes, per call
-against hand-written ``@njit``, tiny-graph call overhead) under ``"stage2"``.
+against hand-written ``@njit``, tiny-graph call overhead) under ``"stage2"``, the
+random draws against NumPy's Generator (``random_draws.py``) under ``"random"``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 import kiln
 import kiln.tensor as kt
+import random_draws
 import stage2
 from stage1 import format_table, run_stage1
 
@@ -96,6 +98,9 @@ def main() -> None:
     parser.add_argument(
         "--models", nargs="+", default=list(stage2.MODELS), help="models of the Numba part"
     )
+    parser.add_argument(
+        "--no-random", action="store_true", help="skip the random-draw benchmarks"
+    )
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),
@@ -124,6 +129,8 @@ def main() -> None:
         report["stage1"] = run_stage1(args.repeats)
     if not args.no_stage2:
         report["stage2"] = stage2.run_stage2(args.models)
+    if not args.no_random:
+        report["random"] = random_draws.run_random(args.repeats)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     for name, res in results.items():
@@ -134,6 +141,8 @@ def main() -> None:
         print(format_table(report["stage1"]))
     if "stage2" in report:
         print(stage2.format_table(report["stage2"]))
+    if "random" in report:
+        print(random_draws.format_table(report["random"]))
     print(f"wrote {args.output}")
 
 
