@@ -89,8 +89,7 @@ def run_random(repeats: int = 7) -> dict:
     out["ratios"] = {
         "normal_numba_over_numpy": out["normal_1e6"]["kiln_numba_s"] / out["normal_1e6"]["numpy_s"],
         "mvnormal_numba_over_numpy_loop": block["kiln_numba_s"] / block["numpy_loop_s"],
-        "mvnormal_numba_over_numpy_vectorized": block["kiln_numba_s"]
-        / block["numpy_vectorized_s"],
+        "mvnormal_numba_over_numpy_vectorized": block["kiln_numba_s"] / block["numpy_vectorized_s"],
     }
     return out
 

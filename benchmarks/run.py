@@ -98,9 +98,7 @@ def main() -> None:
     parser.add_argument(
         "--models", nargs="+", default=list(stage2.MODELS), help="models of the Numba part"
     )
-    parser.add_argument(
-        "--no-random", action="store_true", help="skip the random-draw benchmarks"
-    )
+    parser.add_argument("--no-random", action="store_true", help="skip the random-draw benchmarks")
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),

@@ -71,7 +71,10 @@ def test_blockwise_with_a_new_core_dimension_uses_the_core_shape() -> None:
 def test_batched_cholesky_and_solve_run_in_numba() -> None:
     a = kt.tensor("a", shape=(None, 3, 3))
     b = kt.matrix("b")
-    outs = [kt.vectorize(kt.cholesky, "(m,m)->(m,m)")(a), kt.vectorize(kt.solve, "(m,m),(m)->(m)")(a, b)]
+    outs = [
+        kt.vectorize(kt.cholesky, "(m,m)->(m,m)")(a),
+        kt.vectorize(kt.solve, "(m,m),(m)->(m)")(a, b),
+    ]
     rng = np.random.default_rng(0)
     m = rng.normal(size=(4, 3, 3))
     spd = m @ m.transpose(0, 2, 1) + 3 * np.eye(3)
@@ -89,7 +92,9 @@ def test_a_random_graph_is_cached_across_processes(tmp_path) -> None:
     )
     env = {**__import__("os").environ, "KILN_CACHE_DIR": str(tmp_path)}
     runs = [
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
         for _ in range(2)
     ]
     first, second = (run.stdout.split(" ", 1) for run in runs)
@@ -102,7 +107,12 @@ def test_the_input_generator_is_copied_unless_in_place(inplace: bool) -> None:
     g = kt.shared(np.random.default_rng(1))
     op = kr.NormalRV(inplace=inplace)
     node = op.make_node(g, (2,), 0.0, 1.0)
-    f = kiln.function([], [node.outputs[1], node.outputs[0]], mode=kiln.Mode(rewrites=None, linker="numba"), no_default_updates=True)
+    f = kiln.function(
+        [],
+        [node.outputs[1], node.outputs[0]],
+        mode=kiln.Mode(rewrites=None, linker="numba"),
+        no_default_updates=True,
+    )
     state = g.get_value().bit_generator.state
     draw, next_rng = f()
     assert (g.get_value().bit_generator.state == state) is not inplace

@@ -152,9 +152,7 @@ def test_moments_match_scipy(draws: tuple[str, dict[str, np.ndarray]], case: Cas
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_two_sample_ks_against_scipy(
-    draws: tuple[str, dict[str, np.ndarray]], case: Case
-) -> None:
+def test_two_sample_ks_against_scipy(draws: tuple[str, dict[str, np.ndarray]], case: Case) -> None:
     backend, values = draws
     x = _sample(case, values)
     reference = case.ref.rvs(size=N, random_state=np.random.default_rng(7))
@@ -200,7 +198,9 @@ def test_backends_draw_the_same_stream() -> None:
 def test_dirichlet_with_tiny_concentrations_stays_on_the_simplex() -> None:
     for backend in BACKENDS:
         r = kr.rng(3)
-        f = kiln.function([], kr.dirichlet([0.01, 0.01, 0.01], size=2000, rng=r), mode=kiln.Mode(linker=backend))
+        f = kiln.function(
+            [], kr.dirichlet([0.01, 0.01, 0.01], size=2000, rng=r), mode=kiln.Mode(linker=backend)
+        )
         x = f()
         assert np.all(np.isfinite(x)) and np.all(x >= 0)
         np.testing.assert_allclose(x.sum(axis=1), 1.0)

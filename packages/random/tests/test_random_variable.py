@@ -56,14 +56,24 @@ SHAPE_CASES = [
         (5, 4),
         (5, 4),
     ),
-    ("dirichlet symbolic", lambda r, mu: kr.dirichlet(kt.exp(mu), size=(2,), rng=r), (2, None), (2, 3)),
+    (
+        "dirichlet symbolic",
+        lambda r, mu: kr.dirichlet(kt.exp(mu), size=(2,), rng=r),
+        (2, None),
+        (2, 3),
+    ),
     (
         "multinomial batched n",
         lambda r, mu: kr.multinomial(np.array([5, 10]), [0.5, 0.5], rng=r),
         (2, 2),
         (2, 2),
     ),
-    ("categorical batch", lambda r, mu: kr.categorical(kt.stack([kt.exp(mu)] * 2), rng=r), (2,), (2,)),
+    (
+        "categorical batch",
+        lambda r, mu: kr.categorical(kt.stack([kt.exp(mu)] * 2), rng=r),
+        (2,),
+        (2,),
+    ),
 ]
 
 
@@ -128,17 +138,41 @@ def test_empty_batches(backend: str) -> None:
 @pytest.mark.parametrize(
     ("build", "error", "match"),
     [
-        (lambda r: kr.normal(np.zeros(3), 1.0, size=(2,), rng=r), ShapeMismatchError, "does not broadcast"),
-        (lambda r: kr.normal(np.zeros((2, 3)), 1.0, size=(3,), rng=r), ShapeMismatchError, "size has 1"),
+        (
+            lambda r: kr.normal(np.zeros(3), 1.0, size=(2,), rng=r),
+            ShapeMismatchError,
+            "does not broadcast",
+        ),
+        (
+            lambda r: kr.normal(np.zeros((2, 3)), 1.0, size=(3,), rng=r),
+            ShapeMismatchError,
+            "size has 1",
+        ),
         (lambda r: kr.normal(np.zeros(3), 1.0, size=(), rng=r), ShapeMismatchError, "size=()"),
-        (lambda r: kr.normal(0.0, -1.0, rng=r), KilnValueError, "sigma must be >= 0, got sigma=-1.0"),
+        (
+            lambda r: kr.normal(0.0, -1.0, rng=r),
+            KilnValueError,
+            "sigma must be >= 0, got sigma=-1.0",
+        ),
         (lambda r: kr.beta(np.array([1.0, 0.0]), 1.0, rng=r), KilnValueError, "alpha must be > 0"),
         (lambda r: kr.binomial(2.5, 0.5, rng=r), KilnTypeError, "'n' must be an integer"),
         (lambda r: kr.normal(0.0, 1.0, size=(-1,), rng=r), KilnValueError, "non-negative"),
-        (lambda r: kr.multivariate_normal(np.zeros(3), np.eye(2), rng=r), ShapeMismatchError, "core dimension 'n'"),
-        (lambda r: kr.multivariate_normal(np.zeros(3), np.zeros(3), rng=r), KilnValueError, "at least 2"),
+        (
+            lambda r: kr.multivariate_normal(np.zeros(3), np.eye(2), rng=r),
+            ShapeMismatchError,
+            "core dimension 'n'",
+        ),
+        (
+            lambda r: kr.multivariate_normal(np.zeros(3), np.zeros(3), rng=r),
+            KilnValueError,
+            "at least 2",
+        ),
         (lambda r: kr.dirichlet(1.0, rng=r), KilnValueError, "at least 1"),
-        (lambda r: kr.normal(0.0, 1.0, rng=np.random.default_rng(0)), KilnTypeError, "kiln.random.rng"),
+        (
+            lambda r: kr.normal(0.0, 1.0, rng=np.random.default_rng(0)),
+            KilnTypeError,
+            "kiln.random.rng",
+        ),
         (lambda r: kr.normal(0.0, 1.0, rng=kt.scalar("x")), KilnTypeError, "random generator"),
         (lambda r: kr.normal(0.0, rng=r, size=None, bogus=1), TypeError, "bogus"),
     ],
@@ -251,18 +285,22 @@ def test_same_seed_same_draws_across_processes(backend: str) -> None:
     code = (
         "import kiln, kiln_random as kr\n"
         "r = kr.rng(123)\n"
-        "f = kiln.function([], [kr.gamma(2.0, 1.0, size=4, rng=r), kr.dirichlet([1.0, 2.0], rng=r)],"
-        f" mode=kiln.Mode(linker={backend!r}))\n"
+        "outs = [kr.gamma(2.0, 1.0, size=4, rng=r), kr.dirichlet([1.0, 2.0], rng=r)]\n"
+        f"f = kiln.function([], outs, mode=kiln.Mode(linker={backend!r}))\n"
         "a = f(); b = f()\n"
         "print(repr([a[0].tolist(), a[1].tolist(), b[0].tolist()]))\n"
     )
     runs = [
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
         for _ in range(2)
     ]
     assert runs[0] == runs[1]
     other = code.replace("kr.rng(123)", "kr.rng(124)")
-    third = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, check=True)
+    third = subprocess.run(
+        [sys.executable, "-c", other], capture_output=True, text=True, check=True
+    )
     assert third.stdout != runs[0]
 
 

@@ -128,9 +128,10 @@ def thread_generators(
     Every node reading a shared random generator ``r`` (not in ``skip``) directly is
     rewired, in program order, to read the state the previous such node returns (its
     first generator output), so the draws of one function are independent, as
-    successive calls of a NumPy generator are; ``r`` is then updated to the last state.
-    Draws from a generator state of the graph (another draw's output) are left as they
-    are. Two identical draw expressions are one node, hence one draw.
+    successive calls of a NumPy generator are; ``r`` is then updated to the last state
+    derived from it. Draws from a generator state of the graph (another draw's output)
+    keep their input: such a chain is explicit already. Two identical draw expressions
+    are one node, hence one draw.
     """
     order = toposort(list(outputs))
     consumers: dict[SharedVariable, list[Apply]] = {}
@@ -145,22 +146,25 @@ def thread_generators(
     if not consumers:
         return list(outputs), {}
     position = {node: k for r, nodes in consumers.items() for k, node in enumerate(nodes)}
-    state: dict[SharedVariable, Variable] = {}
+    state: dict[SharedVariable, Variable] = {}  # each generator's latest state
+    root_of: dict[Variable, SharedVariable] = {}  # states derived from each generator
     memo: dict[Variable, Variable] = {}
     for node in order:
         inputs = [memo.get(v, v) for v in node.inputs]
-        readers = [i for i, v in enumerate(node.inputs) if v in consumers]
-        for i in readers:
-            if position[node] > 0:
-                inputs[i] = state[node.inputs[i]]  # type: ignore[index]
-        if any(a is not b for a, b in zip(inputs, node.inputs, strict=True)):
-            new = node.op.make_node(*inputs)
-        else:
-            new = node
+        roots = {root_of[v] for v in inputs if v in root_of}
+        for i, v in enumerate(node.inputs):
+            if v in consumers:
+                roots.add(v)  # type: ignore[arg-type]
+                if position[node] > 0:
+                    inputs[i] = state[v]  # type: ignore[index]
+        changed = any(a is not b for a, b in zip(inputs, node.inputs, strict=True))
+        new = node.op.make_node(*inputs) if changed else node
         memo.update(zip(node.outputs, new.outputs, strict=True))
-        for i in readers:
-            r = node.inputs[i]
-            state[r] = next(o for o in new.outputs if isinstance(o.type, RandomGeneratorType))  # type: ignore[index]
+        out = next((o for o in new.outputs if isinstance(o.type, RandomGeneratorType)), None)
+        if out is not None:
+            for root in roots:
+                state[root] = out
+                root_of[out] = root
     return [memo.get(v, v) for v in outputs], state
 
 

@@ -84,7 +84,7 @@ def grad(
             continue
         out_grads = [grads[o] if o in grads else _zeros_for(o) for o in node.outputs]
         try:
-            in_grads = node.op.L_op(node.inputs, node.outputs, out_grads)
+            in_grads = node.op.L_op(node.inputs, node.outputs, out_grads)  # type: ignore[arg-type]
         except NotImplementedError as exc:
             raise GradientError(f"{node.op} has no gradient: {exc}") from exc
         if len(in_grads) != len(node.inputs):
@@ -117,7 +117,7 @@ def grad(
 
 
 def _zeros_for(v: Variable) -> Variable | None:
-    """The gradient of an output the cost does not use: zeros, or None for non-tensors."""
+    """Return the gradient of an output the cost does not use: zeros, or None (non-tensor)."""
     if isinstance(v.type, TensorType):
         return _shape.zeros_like(v)
     return None  # a random generator state: nothing to differentiate

@@ -7,8 +7,9 @@ simplify the new shape expressions) wraps each random variable with core dimensi
 in :class:`CoreShape`, whose first input is that core shape, computed from the Op's
 ``infer_shape``; likewise each Blockwise with an output core dimension that is neither
 static nor the length of an input dimension (a vectorized function that makes a new
-dimension), which otherwise runs its core function once before the loop to find it. The main IR stays clean: other backends never see the wrapper.
-See the backends page of the docs for the alternatives considered.
+dimension), which otherwise runs its core function once before the loop to find it.
+The main IR stays clean: other backends never see the wrapper. See the backends page
+of the docs (``docs/backends.md``) for the alternatives considered.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class CoreShape(Op):
     __repr__ = __str__
 
     def make_node(self, *inputs: Any) -> Apply:
+        """Apply the wrapped op to ``inputs[n:]``, with ``inputs[:n]`` as core shapes."""
         n = self.n_shapes
         inner = self.op.make_node(*inputs[n:])
         vecs = [as_shape_vector(s, argname="core_shape") for s in inputs[:n]]
@@ -56,11 +58,13 @@ class CoreShape(Op):
         return self.op.make_node(*node.inputs[self.n_shapes :])
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        """Run the wrapped op's ``perform`` (the core shapes are not needed in NumPy)."""
         self.op.perform(self.inner_node(node), inputs[self.n_shapes :], outputs)
 
     def infer_shape(
         self, node: Apply, input_shapes: Sequence[tuple[Variable, ...] | None]
     ) -> list[tuple[Variable, ...] | None]:
+        """Return the wrapped op's output shapes."""
         return self.op.infer_shape(self.inner_node(node), input_shapes[self.n_shapes :])
 
 

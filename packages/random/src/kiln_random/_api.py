@@ -72,13 +72,19 @@ def _function(op: RandomVariable, defaults: dict[str, Any], doc: str) -> Callabl
         bound = signature.bind(*args, size=size, rng=rng, **kwargs)
         bound.apply_defaults()
         values = tuple(bound.arguments[p] for p in op.params)
-        missing = [p for p, v in zip(op.params, values, strict=True) if v is inspect.Parameter.empty]
+        missing = [
+            p for p, v in zip(op.params, values, strict=True) if v is inspect.Parameter.empty
+        ]
         if missing:
             raise KilnTypeError(f"{op.name}: missing parameter(s) {missing}")
         return draw(op, values, size, rng)
 
     parameters = [
-        inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults.get(p, inspect.Parameter.empty))
+        inspect.Parameter(
+            p,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=defaults.get(p, inspect.Parameter.empty),
+        )
         for p in op.params
     ] + [
         inspect.Parameter("size", inspect.Parameter.KEYWORD_ONLY, default=None),
@@ -131,7 +137,9 @@ normal = _function(OPS["normal"], {"mu": 0.0, "sigma": 1.0}, "a normal distribut
 halfnormal = _function(OPS["halfnormal"], {"sigma": 1.0}, "a half-normal distribution")
 lognormal = _function(OPS["lognormal"], {"mu": 0.0, "sigma": 1.0}, "a log-normal distribution")
 uniform = _function(OPS["uniform"], {"lower": 0.0, "upper": 1.0}, "a uniform distribution")
-exponential = _function(OPS["exponential"], {"scale": 1.0}, "an exponential distribution (mean scale)")
+exponential = _function(
+    OPS["exponential"], {"scale": 1.0}, "an exponential distribution (mean scale)"
+)
 gamma = _function(OPS["gamma"], {"scale": 1.0}, "a gamma distribution (shape, scale)")
 beta = _function(OPS["beta"], {}, "a beta distribution")
 invgamma = _function(OPS["invgamma"], {"beta": 1.0}, "an inverse-gamma distribution")
@@ -140,7 +148,9 @@ cauchy = _function(OPS["cauchy"], {"alpha": 0.0, "beta": 1.0}, "a Cauchy distrib
 halfcauchy = _function(OPS["halfcauchy"], {"beta": 1.0}, "a half-Cauchy distribution")
 laplace = _function(OPS["laplace"], {"mu": 0.0, "b": 1.0}, "a Laplace distribution")
 logistic = _function(OPS["logistic"], {"mu": 0.0, "s": 1.0}, "a logistic distribution")
-weibull = _function(OPS["weibull"], {"beta": 1.0}, "a Weibull distribution (shape alpha, scale beta)")
+weibull = _function(
+    OPS["weibull"], {"beta": 1.0}, "a Weibull distribution (shape alpha, scale beta)"
+)
 truncated_normal = _function(
     OPS["truncated_normal"],
     {"mu": 0.0, "sigma": 1.0, "lower": -np.inf, "upper": np.inf},
@@ -149,9 +159,17 @@ truncated_normal = _function(
 bernoulli = _function(OPS["bernoulli"], {}, "a Bernoulli distribution")
 binomial = _function(OPS["binomial"], {}, "a binomial distribution")
 poisson = _function(OPS["poisson"], {}, "a Poisson distribution")
-negative_binomial = _function(OPS["negative_binomial"], {}, "a negative binomial distribution (NumPy's n, p)")
-geometric = _function(OPS["geometric"], {}, "a geometric distribution (trials to the first success)")
-categorical = _function(OPS["categorical"], {}, "a categorical distribution over the last axis of p")
+negative_binomial = _function(
+    OPS["negative_binomial"], {}, "a negative binomial distribution (NumPy's n, p)"
+)
+geometric = _function(
+    OPS["geometric"], {}, "a geometric distribution (trials to the first success)"
+)
+categorical = _function(
+    OPS["categorical"], {}, "a categorical distribution over the last axis of p"
+)
 dirichlet = _function(OPS["dirichlet"], {}, "a Dirichlet distribution")
 multinomial = _function(OPS["multinomial"], {}, "a multinomial distribution")
-multivariate_normal = _function(OPS["multivariate_normal"], {}, "a multivariate normal distribution")
+multivariate_normal = _function(
+    OPS["multivariate_normal"], {}, "a multivariate normal distribution"
+)

@@ -194,7 +194,7 @@ def tracked_key(op: Op) -> tuple[type, ...]:
     """
     if isinstance(op, Elemwise):
         return (type(op), type(op.scalar_op))
-    return _op_classes(type(op))
+    return _op_classes(type(op))  # type: ignore[arg-type]
 
 
 @functools.cache
