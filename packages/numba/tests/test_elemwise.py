@@ -227,3 +227,51 @@ def test_float16_is_a_clear_error():
         kiln.function([x], kt.exp(x), mode=NUMBA_RAW)
     f = kiln.function([x], kt.exp(kt.cast(x, "float32")), mode=NUMBA_RAW)
     np.testing.assert_allclose(f(np.arange(3, dtype="int8")), np.exp(np.arange(3.0)), rtol=1e-6)
+
+
+DIMSHUFFLES = [
+    ((3,), ("x", 0)),
+    ((3,), (0, "x")),
+    ((1,), ()),
+    ((1, 1), ()),
+    ((), ("x", "x")),
+    ((1,), ("x", "x")),
+    ((2, 1, 3), (0, 2)),
+    ((2, 1, 3), (0, "x", 2)),
+    ((2, 1, 3), (2, 0)),
+    ((2, 3), (1, 0)),
+    ((2, 3, 4), (2, 1, 0)),
+    ((2, 3, 4), (1, "x", 2, 0)),
+    ((1, 3, 4), (2, "x", 1)),
+]
+
+
+@pytest.mark.parametrize(("shape", "order"), DIMSHUFFLES, ids=str)
+def test_dimshuffle_views(shape, order):
+    """DimShuffle: drops, new axes and transpositions, of contiguous and strided inputs."""
+    x = kt.tensor("x", shape=shape)
+    y = x.dimshuffle(*order)
+    rng = np.random.default_rng(1)
+    value = rng.normal(size=shape)
+    strided = np.asarray(rng.normal(size=tuple(2 * n for n in shape)))[
+        tuple(slice(None, None, 2) for _ in shape)
+    ]
+    for v in (value, strided):
+        # The shuffled value itself, and used by an elementwise op after it.
+        got = compare_with_vm([x], [y, y * 2.0 + 1.0], [v], backend=NUMBA_RAW)
+        expected = np.transpose(
+            v, [o for o in order if o != "x"] + [d for d in range(len(shape)) if d not in order]
+        ).reshape(tuple(1 if o == "x" else shape[o] for o in order))
+        np.testing.assert_array_equal(got[0], expected)
+        assert got[0].shape == expected.shape
+
+
+def test_dimshuffle_of_a_constant_is_read_only_safe():
+    """A transposed constant (a read-only array) feeds a product and an in-place op."""
+    c = np.arange(6.0).reshape(2, 3)
+    x = kt.matrix("x", shape=(3, 2))
+    out = x + kt.constant(c).dimshuffle(1, 0)
+    f = kiln.function([x], [out, kt.exp(out)], mode=NUMBA_FAST)
+    got = f(np.ones((3, 2)))
+    np.testing.assert_array_equal(got[0], 1.0 + c.T)
+    np.testing.assert_allclose(got[1], np.exp(1.0 + c.T))

@@ -100,7 +100,7 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
             lines.extend(steps)
             lines.append(f"{target} = {results[0]}")
         else:
-            lines.append(f"{target} = {scalar_expr(op.scalar_op, args, out_t.dtype)}")
+            lines.append(f"{target} = {scalar_expr(op.scalar_op, args, out_t.dtype, in_dtypes)}")
         return lines
 
     emit_loops(ctx, sizes, body)
@@ -108,19 +108,54 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
 
 @numba_funcify.register(DimShuffle)
 def numba_funcify_DimShuffle(op: DimShuffle, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
-    """Transpose, then reshape to insert or drop length-1 dimensions (a view when possible)."""
+    """Write a view of the input: basic indexing, after a strided transposition if needed.
+
+    Dropped dimensions (static length 1) are indexed with ``0``, new ones with
+    ``None``; kept dimensions out of order become a strided view first (``x.T`` for a
+    full reversal). ``np.transpose`` with axes, ``np.swapaxes`` and ``reshape`` are
+    avoided: each costs Numba seconds of compile time, the first ones about 6 s in
+    every process. A 0-d output (or one made only of new dimensions) is a one-element
+    copy, since indexing every dimension gives Numba a scalar, not an array.
+    """
     (x,) = ctx.inputs
     (out,) = ctx.outputs
-    perm = op.transposition + op.drop
-    src = x
-    if perm != tuple(range(op.input_ndim)):
-        src = ctx.fresh("t")
-        ctx.emit(f"{src} = np.transpose({x}, {perm!r})")
-    kept = [f"{src}.shape[{k}]" for k in range(len(op.transposition))]
-    it = iter(kept)
-    shape = [("1" if o == "x" else next(it)) for o in op.new_order]
-    shape_src = "(" + "".join(f"{s}, " for s in shape) + ")"
-    if not op.augment and not op.drop:
-        ctx.emit(f"{out} = {src}")  # a pure transposition: a view
+    kept = op.transposition
+    if not kept:
+        # Every input dimension has length 1: copy its one element.
+        shape = "(" + "1, " * len(op.new_order) + ")"
+        element = "[()]" if op.input_ndim == 0 else "[" + "0, " * op.input_ndim + "]"
+        ctx.emit(
+            f"""
+            {out} = np.empty({shape}, dtype={np_dtype(ctx.output_type(0).dtype)})
+            {out}[{"0, " * len(op.new_order) or "()"}] = {x}{element}
+            """
+        )
+        return
+    index: list[str] = []
+    if list(kept) == sorted(kept):
+        src = x
+        position = 0  # the next input dimension the index consumes
+        for o in op.new_order:
+            if o == "x":
+                index.append("None")
+                continue
+            index.extend("0" for _ in range(position, int(o)))  # dropped before ``o``
+            index.append(":")
+            position = int(o) + 1
+        index.extend("0" for _ in range(position, op.input_ndim))
     else:
-        ctx.emit(f"{out} = np.ascontiguousarray({src}).reshape({shape_src})")
+        src = ctx.fresh("t")
+        if not op.drop and kept == tuple(reversed(range(op.input_ndim))):
+            ctx.emit(f"{src} = {x}.T")
+        else:
+            shape = "".join(f"{x}.shape[{d}], " for d in kept)
+            strides = "".join(f"{x}.strides[{d}], " for d in kept)
+            ctx.emit(
+                f"{src} = np.lib.stride_tricks.as_strided({x}, shape=({shape}), "
+                f"strides=({strides}))"
+            )
+        index = ["None" if o == "x" else ":" for o in op.new_order]
+    if all(i == ":" for i in index):
+        ctx.emit(f"{out} = {src}")
+    else:
+        ctx.emit(f"{out} = {src}[{', '.join(index)}]")

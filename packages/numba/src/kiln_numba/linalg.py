@@ -1,8 +1,8 @@
 """Linear algebra: MatMul through BLAS, decompositions and solves through compiled kernels.
 
 Each Op's node becomes one call: ``np.dot`` for matrix products of float and complex
-arrays (BLAS; a strided input is copied to C order first, a transpose is not), an
-explicit loop for integer and boolean ones, and the kernels of
+arrays (BLAS; a strided input is copied to C order first, a transpose is not), explicit
+loops for small float ones with static shapes and for integer and boolean ones, and the kernels of
 :mod:`kiln_numba._linalg_kernels` (compiled and cached once, shared by every graph) for
 Cholesky, the solves, the inverse and the determinants. Inputs are cast to the output
 dtype first, as the VM's NumPy / SciPy calls do (float32 stays float32).
@@ -55,13 +55,50 @@ def _as_column(ctx: CodeContext, i: int) -> str:
     return col
 
 
+#: Products of at most this many multiply-adds (static shapes) are written as loops.
+SMALL_MATMUL = 1 << 14
+
+
+def _small_matmul(ctx: CodeContext) -> bool:
+    """Whether the product is a small float one with static shapes (written as loops)."""
+    (m, k), (_, n) = ctx.input_type(0).shape, ctx.input_type(1).shape
+    if m is None or k is None or n is None:
+        return False
+    return ctx.output_type(0).dtype in ("float32", "float64") and m * k * n <= SMALL_MATMUL
+
+
+def _emit_matmul_loops(ctx: CodeContext, a: str, b: str) -> None:
+    """Emit ``out = a @ b`` as three loops (the sum over ``k`` innermost)."""
+    (out,) = ctx.outputs
+    dtype = np_dtype(ctx.output_type(0).dtype)
+    i, j, p, acc = ctx.fresh("i"), ctx.fresh("j"), ctx.fresh("p"), ctx.fresh("acc")
+    ctx.emit(
+        f"""
+        {out} = np.empty(({a}.shape[0], {b}.shape[1]), dtype={dtype})
+        for {i} in range({a}.shape[0]):
+            for {j} in range({b}.shape[1]):
+                {acc} = {dtype}(0)
+                for {p} in range({a}.shape[1]):
+                    {acc} += {a}[{i}, {p}] * {b}[{p}, {j}]
+                {out}[{i}, {j}] = {acc}
+        """
+    )
+
+
 @numba_funcify.register(MatMul)
 def numba_funcify_MatMul(op: MatMul, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
-    """Call ``np.dot`` (BLAS) on the cast matrices; an explicit loop for other dtypes."""
+    """Call ``np.dot`` (BLAS) on the cast matrices; explicit loops for small or other ones.
+
+    A small float product with static shapes (a dot product of two vectors, as in a
+    model's gradient) is three loops in the generated function: BLAS gains nothing on
+    it, and compiling the BLAS call costs more than a second in a new process.
+    """
     (out,) = ctx.outputs
     dtype = ctx.output_type(0).dtype
     a, b = _as_output_dtype(ctx, 0), _as_output_dtype(ctx, 1)
-    if dtype in BLAS_DTYPES:
+    if _small_matmul(ctx):
+        _emit_matmul_loops(ctx, a, b)
+    elif dtype in BLAS_DTYPES:
         ctx.emit(f"{out} = dot_kernel({a}, {b})")
     elif dtype == "float16":
         raise NoNumbaImplementation("MatMul: Numba has no float16 arithmetic")

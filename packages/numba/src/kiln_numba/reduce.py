@@ -186,7 +186,7 @@ def numba_funcify_FusedReduce(op: FusedReduce, node: Apply, ctx: CodeContext) ->
             steps, results = composite_statements(op.scalar_op, args, in_dtypes, ctx.fresh)
             return lines + steps, results[0]
         name = ctx.fresh("e")
-        lines.append(f"{name} = {scalar_expr(op.scalar_op, args, pre_dtype)}")
+        lines.append(f"{name} = {scalar_expr(op.scalar_op, args, pre_dtype, in_dtypes)}")
         return lines, name
 
     emit_reduction(ctx, op.kind, op.axis, sizes, value, pre_dtype)

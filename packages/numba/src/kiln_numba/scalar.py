@@ -6,10 +6,14 @@ the arguments are first converted to it: NumPy computes such an op in the output
 dtype (``exp`` of int16 runs the float32 loop, ``uint8 / uint8`` the float64 one),
 while Numba's scalar ufuncs may pick another loop for integer arguments. Every
 expression is cast to the op's output dtype, as the VM's ``np.asarray(result, dtype)``
-does. A few templates depend on the dtype (:data:`DTYPE_TEMPLATES`): float floor
-division follows NumPy's ``divmod`` (``inf // 1`` is NaN), the sign of an unsigned
-integer is 0 or 1, rounding an integer is the identity, and float32 ``polygamma``
-rounds its factors to float32 as SciPy's float32 loops do.
+does. Casts that change nothing are left out (each is one more call for Numba to type
+and lower): an argument whose dtype is known to be the output's, and the result of a
+float64 expression whose arguments are all float64 (Numba computes every template on
+float64 values in float64). A few templates depend on the dtype
+(:data:`DTYPE_TEMPLATES`): float floor division follows NumPy's ``divmod`` (``inf // 1``
+is NaN), float true division is ``/``, the sign of an unsigned integer is 0 or 1,
+rounding an integer is the identity, and float32 ``polygamma`` rounds its factors to
+float32 as SciPy's float32 loops do.
 """
 
 from __future__ import annotations
@@ -109,6 +113,12 @@ def _floor_divide(a: Sequence[str], dtype: str) -> str | None:
     return f"floor_divide({a[0]}, {a[1]})" if dtype.startswith("float") else None
 
 
+def _true_divide(a: Sequence[str], dtype: str) -> str | None:
+    # IEEE division (Numba's error_model='numpy': x / 0 is inf or nan), cheaper to
+    # compile than the ufunc; the arguments have the float output's dtype.
+    return f"({a[0]} / {a[1]})" if dtype.startswith("float") else None
+
+
 def _sign(a: Sequence[str], dtype: str) -> str | None:
     return f"(1 if {a[0]} > 0 else 0)" if dtype.startswith("uint") or dtype == "bool" else None
 
@@ -122,6 +132,7 @@ def _polygamma(a: Sequence[str], dtype: str) -> str | None:
 
 
 DTYPE_TEMPLATES: dict[type, DtypeTemplate] = {
+    m.TrueDivide: _true_divide,
     m.FloorDivide: _floor_divide,
     m.Sign: _sign,
     m.Round: _round,
@@ -132,16 +143,31 @@ DTYPE_TEMPLATES: dict[type, DtypeTemplate] = {
 _KEEP_ARGS: dict[type, tuple[int, ...]] = {m.Switch: (0,)}
 
 
-def scalar_expr(op: ScalarOp, args: Sequence[str], out_dtype: str) -> str:
-    """Return the Numba expression of ``op`` applied to ``args``, as ``out_dtype``."""
+def scalar_expr(
+    op: ScalarOp, args: Sequence[str], out_dtype: str, in_dtypes: Sequence[str] | None = None
+) -> str:
+    """Return the Numba expression of ``op`` applied to ``args``, as ``out_dtype``.
+
+    ``in_dtypes``, when given, are the dtypes of ``args`` (as Numba types them): casts
+    that would not change them are left out.
+    """
+    if in_dtypes is not None and isinstance(op, Cast) and in_dtypes[0] == op.dtype:
+        return args[0]
     if isinstance(op, Cast):
         return cast_expr(args[0], op.dtype)
     if isinstance(op, ScalarConstant):
         return literal(op.value[()], op.dtype)
     kind = type(op)
+    dtypes = list(in_dtypes) if in_dtypes is not None else [None] * len(args)
     if out_dtype.startswith("float"):
         keep = _KEEP_ARGS.get(kind, ())
-        args = [a if i in keep else cast_expr(a, out_dtype) for i, a in enumerate(args)]
+        converted = []
+        for i, a in enumerate(args):
+            if i not in keep and dtypes[i] != out_dtype:
+                a = cast_expr(a, out_dtype)
+                dtypes[i] = out_dtype
+            converted.append(a)
+        args = converted
     special = DTYPE_TEMPLATES.get(kind)
     expr = special(args, out_dtype) if special is not None else None
     if expr is None:
@@ -149,6 +175,11 @@ def scalar_expr(op: ScalarOp, args: Sequence[str], out_dtype: str) -> str:
         if template is None:
             raise NoNumbaImplementation(f"no Numba template for the scalar op {op}")
         expr = template(args)
+    keep = _KEEP_ARGS.get(kind, ())
+    if out_dtype == "float64" and all(
+        d == "float64" for i, d in enumerate(dtypes) if i not in keep
+    ):
+        return expr
     return cast_expr(expr, out_dtype)
 
 
@@ -177,7 +208,8 @@ def composite_statements(
             slots.append(results[0])
             continue
         name = fresh("s")
-        lines.append(f"{name} = {scalar_expr(step, step_in, dtypes[slot])}")
+        in_dt = [dtypes[a] for a in step_args]
+        lines.append(f"{name} = {scalar_expr(step, step_in, dtypes[slot], in_dt)}")
         slots.append(name)
     return lines, [slots[o] for o in op.outputs]
 
