@@ -40,6 +40,21 @@ def _categorical_ref(p: list[float]) -> Any:
     return stats.rv_discrete(values=(np.arange(len(p)), p))
 
 
+class _HalfT(stats.rv_continuous):
+    """|t(nu)|: SciPy has no half Student t."""
+
+    def _pdf(self, x: Any, nu: Any) -> Any:
+        return 2.0 * stats.t.pdf(x, nu)
+
+    def _cdf(self, x: Any, nu: Any) -> Any:
+        return 2.0 * stats.t.cdf(x, nu) - 1.0
+
+    def _ppf(self, q: Any, nu: Any) -> Any:
+        return stats.t.ppf(0.5 * (q + 1.0), nu)
+
+
+_half_t = _HalfT(a=0.0, name="halft")
+
 ALPHA = [1.0, 2.0, 3.0]
 P3 = [0.2, 0.5, 0.3]
 MVN_MU, MVN_COV = [1.0, -1.0], [[2.0, 0.5], [0.5, 1.0]]
@@ -54,6 +69,7 @@ CASES = [
     Case("beta", kr.beta, (2.0, 5.0), stats.beta(2.0, 5.0)),
     Case("invgamma", kr.invgamma, (6.0, 2.0), stats.invgamma(6.0, scale=2.0)),
     Case("studentt", kr.studentt, (10.0, 1.0, 2.0), stats.t(10.0, 1.0, 2.0)),
+    Case("halfstudentt", kr.halfstudentt, (10.0, 2.0), _half_t(10.0, scale=2.0)),
     Case("cauchy", kr.cauchy, (1.0, 2.0), stats.cauchy(1.0, 2.0), moments=False),
     Case("halfcauchy", kr.halfcauchy, (2.0,), stats.halfcauchy(scale=2.0), moments=False),
     Case("laplace", kr.laplace, (1.0, 2.0), stats.laplace(1.0, 2.0)),

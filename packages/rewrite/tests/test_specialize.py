@@ -219,8 +219,9 @@ def test_factor_not_broadcast_along_the_summed_axis_stays_inside():
 
 
 def test_every_rewrite_is_tagged_fast_run_and_states_its_identity():
+    """Backend-only rewrites (a backend's tag, e.g. kiln_numba's core shapes) excepted."""
     rules = db.in_phase("specialize", Query(include=frozenset({"specialize"})))
     assert len(rules) >= 10
     for r in rules:
-        assert "fast_run" in r.tags, r.name
+        assert "fast_run" in r.tags or "numba" in r.tags, r.name
         assert "->" in r.identity, r.name

@@ -537,6 +537,7 @@ RANDOM_PARAMS: dict[str, list[Any]] = {
     "beta": [2.0, 3.0],
     "invgamma": [3.0, 2.0],
     "studentt": [5.0, 0.0, 1.0],
+    "halfstudentt": [5.0, 1.0],
     "cauchy": [0.0, 1.0],
     "halfcauchy": [1.0],
     "laplace": [0.0, 1.0],

@@ -26,6 +26,7 @@ from kiln_random._api import gamma as gamma
 from kiln_random._api import geometric as geometric
 from kiln_random._api import halfcauchy as halfcauchy
 from kiln_random._api import halfnormal as halfnormal
+from kiln_random._api import halfstudentt as halfstudentt
 from kiln_random._api import invgamma as invgamma
 from kiln_random._api import laplace as laplace
 from kiln_random._api import logistic as logistic
@@ -46,6 +47,7 @@ from kiln_random._continuous import ExponentialRV as ExponentialRV
 from kiln_random._continuous import GammaRV as GammaRV
 from kiln_random._continuous import HalfCauchyRV as HalfCauchyRV
 from kiln_random._continuous import HalfNormalRV as HalfNormalRV
+from kiln_random._continuous import HalfStudentTRV as HalfStudentTRV
 from kiln_random._continuous import InverseGammaRV as InverseGammaRV
 from kiln_random._continuous import LaplaceRV as LaplaceRV
 from kiln_random._continuous import LogisticRV as LogisticRV

@@ -115,6 +115,7 @@ OPS: dict[str, RandomVariable] = {
         c.BetaRV(),
         c.InverseGammaRV(),
         c.StudentTRV(),
+        c.HalfStudentTRV(),
         c.CauchyRV(),
         c.HalfCauchyRV(),
         c.LaplaceRV(),
@@ -144,6 +145,7 @@ gamma = _function(OPS["gamma"], {"scale": 1.0}, "a gamma distribution (shape, sc
 beta = _function(OPS["beta"], {}, "a beta distribution")
 invgamma = _function(OPS["invgamma"], {"beta": 1.0}, "an inverse-gamma distribution")
 studentt = _function(OPS["studentt"], {"mu": 0.0, "sigma": 1.0}, "a Student t distribution")
+halfstudentt = _function(OPS["halfstudentt"], {"sigma": 1.0}, "a half Student t distribution")
 cauchy = _function(OPS["cauchy"], {"alpha": 0.0, "beta": 1.0}, "a Cauchy distribution")
 halfcauchy = _function(OPS["halfcauchy"], {"beta": 1.0}, "a half-Cauchy distribution")
 laplace = _function(OPS["laplace"], {"mu": 0.0, "b": 1.0}, "a Laplace distribution")

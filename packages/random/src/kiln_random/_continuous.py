@@ -155,6 +155,21 @@ class StudentTRV(RandomVariable):
         return mu + sigma * rng.standard_t(nu, size)
 
 
+class HalfStudentTRV(RandomVariable):
+    """HalfStudentT(nu, sigma): |sigma * t(nu)|."""
+
+    name, signature, dtype = "halfstudentt", "(),()->()", "float64"
+    params = ("nu", "sigma")
+    constraints = (("nu > 0", "nu must be > 0"), ("sigma >= 0", "sigma must be >= 0"))
+
+    @staticmethod
+    def core_fn(rng: Generator, nu: float, sigma: float) -> float:
+        return abs(sigma * rng.standard_t(nu))
+
+    def rng_fn(self, rng: Generator, size: Any, nu: Any, sigma: Any) -> Any:
+        return np.abs(sigma * rng.standard_t(nu, size))
+
+
 class CauchyRV(RandomVariable):
     """Cauchy(alpha, beta): location alpha, scale beta."""
 

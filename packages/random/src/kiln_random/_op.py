@@ -72,7 +72,10 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
     def __init__(self, inplace: bool = False) -> None:
         self.inplace = bool(inplace)
         self.destroy_map = {0: [0]} if self.inplace else {}
-        ins, outs = parse_signature(self.signature)
+        if self.signature.startswith("->"):  # no parameters (an improper prior's op)
+            ins, outs = (), parse_signature("()" + self.signature)[1]
+        else:
+            ins, outs = parse_signature(self.signature)
         if len(ins) != len(self.params) or len(outs) != 1:
             raise KilnValueError(
                 f"{type(self).__name__}: the signature {self.signature!r} must have one core "
