@@ -30,6 +30,14 @@ from kiln_compile import (
 from kiln_compile import _cache as cache_module
 from kiln_graph import Apply, KilnValueError, Op
 
+
+@pytest.fixture(autouse=True)
+def _no_memo():
+    """Turn the memo off: these tests compile one graph again and again, for the disk caches."""
+    with config.change(memo=False):
+        yield
+
+
 VM_RUN = FAST_RUN.with_linker("vm")
 
 # A small model: the log density of a normal regression and its gradient.

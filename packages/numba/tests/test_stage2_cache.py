@@ -26,6 +26,14 @@ from kiln_compile import CacheWarning, config
 from kiln_compile import _cache as compile_cache
 from kiln_numba import _cache as numba_cache
 
+
+@pytest.fixture(autouse=True)
+def _no_memo():
+    """Turn the memo off: these tests compile one graph again and again, for the disk caches."""
+    with config.change(memo=False):
+        yield
+
+
 NUMBA = kiln.FAST_RUN.with_linker("numba")
 
 # Run in a subprocess: compile one graph with a profile, call it, print what happened.

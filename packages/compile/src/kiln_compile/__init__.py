@@ -21,6 +21,8 @@ from kiln_compile._linkers import BackendNotInstalledError as BackendNotInstalle
 from kiln_compile._linkers import Linker as Linker
 from kiln_compile._linkers import available_linkers as available_linkers
 from kiln_compile._linkers import get_linker as get_linker
+from kiln_compile._memo import clear as clear_function_memo  # noqa: F401
+from kiln_compile._memo import stats as function_memo_stats  # noqa: F401
 from kiln_compile._mode import FAST_COMPILE as FAST_COMPILE
 from kiln_compile._mode import FAST_RUN as FAST_RUN
 from kiln_compile._mode import Mode as Mode

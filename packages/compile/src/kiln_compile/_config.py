@@ -33,6 +33,9 @@ class Config:
         Use the on-disk caches (``KILN_FLAGS=cache=false`` turns them off).
     profile
         Profile every compiled function, as if ``function(..., profile=True)``.
+    memo
+        Reuse, within this process, the rewritten graph and linked callable of an
+        identical function compiled before (:mod:`kiln_compile._memo`).
     """
 
     linker: str = "auto"
@@ -40,6 +43,7 @@ class Config:
     warn_fallback: bool = True
     cache: bool = True
     profile: bool = False
+    memo: bool = True
 
     @classmethod
     def from_flags(cls, flags: str | None) -> Config:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kiln_compile import _memo
 from kiln_compile._config import config
 from kiln_compile._fgraph import FunctionGraph
 from kiln_compile._linkers import Thunk, backend_query, get_linker, resolve_linker_name
@@ -343,11 +344,23 @@ def function(
     requested = config.linker if the_mode.linker == "auto" else the_mode.linker
     linker_name = resolve_linker_name(requested, warn=config.warn_fallback)
     linker = get_linker(linker_name)
-    if the_mode.rewrites is not None:
-        fgraph = rewrite_stage1(fgraph, backend_query(the_mode.rewrites, linker), prof)
-    t2 = time.perf_counter()
-    thunk = linker.link(fgraph, prof)
-    t3 = time.perf_counter()
+    query = backend_query(the_mode.rewrites, linker) if the_mode.rewrites is not None else None
+    key = (prepared.digest, linker_name, query.key() if query is not None else None)
+    found = _memo.lookup(key, prepared) if config.memo else None
+    if found is not None:
+        fgraph, thunk = found
+        t2 = t3 = time.perf_counter()
+        if prof is not None:
+            prof.cache = "memo"
+            prof.stage2 = {"cache": "memo"}
+    else:
+        if query is not None:
+            fgraph = rewrite_stage1(fgraph, query, prof)
+        t2 = time.perf_counter()
+        thunk = linker.link(fgraph, prof)
+        t3 = time.perf_counter()
+        if config.memo:
+            _memo.store(key, fgraph, thunk)
     if prof is not None:
         prof.compile_times.update({"prepare": t1 - t0, "rewrite": t2 - t1, "link": t3 - t2})
         prof.nodes.update({"prepared": len(prepared.nodes), "rewritten": len(fgraph.nodes)})

@@ -23,7 +23,8 @@ class Profile:
         applications); empty when the Stage-1 cache held the rewritten graph.
     cache
         The Stage-1 cache outcome: ``"hit"``, ``"miss"``, ``"disabled"``
-        (``config.cache`` is off) or ``"none"`` (the mode does not rewrite).
+        (``config.cache`` is off), ``"none"`` (the mode does not rewrite) or ``"memo"``
+        (the same function was compiled earlier in this process: nothing was redone).
     cache_key, cache_note, cache_times
         The entry's key, what happened to it beyond hit / miss (a damaged entry
         discarded, a graph not stored), and seconds spent computing the key
@@ -111,6 +112,8 @@ class Profile:
             text = "miss: rewritten" + (", stored" if "store" in self.cache_times else "")
         elif self.cache == "disabled":
             text = "disabled (config.cache is off)"
+        elif self.cache == "memo":
+            text = "memo: compiled earlier in this process (no rewriting, no linking)"
         else:
             text = "none (the mode runs no rewrites)"
         parts = [text]
