@@ -1,4 +1,9 @@
-"""kiln: a probabilistic-programming stack — graph IR, autodiff, rewriter, backends.
+"""kiln: a probabilistic-programming stack — models, graph IR, autodiff, rewriter, backends.
+
+A model author needs only ``import kiln as kl``: ``kl.Model``, the distributions
+(``kl.Normal``, ...), ``kl.Data``, ``kl.Deterministic``, ``kl.Potential``,
+``kl.set_data`` come from :mod:`kiln_model`; ``kl.function``, ``kl.grad`` and
+``kl.tensor`` from the compiler packages.
 
 Examples
 --------
@@ -28,5 +33,7 @@ from kiln_graph import graph_replace as graph_replace
 from kiln_graph import hessian as hessian
 from kiln_graph import jacobian as jacobian
 from kiln_graph.testing import verify_grad as verify_grad
+from kiln_model import *  # noqa: F403  (Model, the distributions, Data, ...: see kiln_model)
+from kiln_model import transforms as transforms
 
 __version__ = _version("kiln")

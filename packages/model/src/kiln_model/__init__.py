@@ -1,0 +1,53 @@
+"""kiln_model: models, distributions with their log-densities, transforms, Data.
+
+Examples
+--------
+>>> import kiln_model as km
+>>> with km.Model(coords={"school": list("ABCDEFGH")}) as m:
+...     mu = km.Normal("mu", 0, 5)
+...     tau = km.HalfCauchy("tau", 5)
+...     z = km.Normal("z", 0, 1, dims="school")
+...     theta = km.Deterministic("theta", mu + tau * z, dims="school")
+"""
+
+from kiln_model import _transforms as transforms
+from kiln_model._compiled import CompiledModel as CompiledModel
+from kiln_model._continuous import Beta as Beta
+from kiln_model._continuous import Cauchy as Cauchy
+from kiln_model._continuous import Exponential as Exponential
+from kiln_model._continuous import Flat as Flat
+from kiln_model._continuous import Gamma as Gamma
+from kiln_model._continuous import HalfCauchy as HalfCauchy
+from kiln_model._continuous import HalfFlat as HalfFlat
+from kiln_model._continuous import HalfNormal as HalfNormal
+from kiln_model._continuous import HalfStudentT as HalfStudentT
+from kiln_model._continuous import InverseGamma as InverseGamma
+from kiln_model._continuous import Laplace as Laplace
+from kiln_model._continuous import Logistic as Logistic
+from kiln_model._continuous import LogNormal as LogNormal
+from kiln_model._continuous import Normal as Normal
+from kiln_model._continuous import StudentT as StudentT
+from kiln_model._continuous import TruncatedNormal as TruncatedNormal
+from kiln_model._continuous import Uniform as Uniform
+from kiln_model._continuous import Weibull as Weibull
+from kiln_model._discrete import Bernoulli as Bernoulli
+from kiln_model._discrete import Binomial as Binomial
+from kiln_model._discrete import Categorical as Categorical
+from kiln_model._discrete import Geometric as Geometric
+from kiln_model._discrete import NegativeBinomial as NegativeBinomial
+from kiln_model._discrete import Poisson as Poisson
+from kiln_model._distribution import Distribution as Distribution
+from kiln_model._distribution import logcdf as logcdf
+from kiln_model._distribution import logp as logp
+from kiln_model._errors import ModelError as ModelError
+from kiln_model._model import Data as Data
+from kiln_model._model import Deterministic as Deterministic
+from kiln_model._model import Model as Model
+from kiln_model._model import Potential as Potential
+from kiln_model._model import modelcontext as modelcontext
+from kiln_model._model import set_data as set_data
+from kiln_model._multivariate import Dirichlet as Dirichlet
+from kiln_model._multivariate import Multinomial as Multinomial
+from kiln_model._multivariate import MvNormal as MvNormal
+
+__all__ = ["transforms"]

@@ -1,0 +1,215 @@
+"""Compiled model functions: the compiled-model protocol of DESIGN.md, initial points.
+
+:class:`CompiledModel` is what samplers consume: the joint log-density and its gradient
+over ONE flat float64 vector of the free variables' unconstrained values (C order, in
+the order of ``layout``), the constrained values and deterministics of a point
+(``expand``), and initial points.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kiln_compile import Function, Mode, function
+from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, graph_replace
+from kiln_graph import tensor as kt
+from kiln_graph._grad import grad
+from kiln_model._errors import ModelError
+from kiln_model._logprob import LogpGraph, build_logp
+
+if TYPE_CHECKING:
+    from kiln_model._model import Model
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One free variable's place in the flat vector."""
+
+    name: str
+    shape: tuple[int, ...]
+    slice: slice
+
+
+def _initial_point_function(model: Model) -> Function:
+    """Compile the support points of the free variables, unconstrained, in model order."""
+    replace: dict[Variable, Variable] = {}
+    outputs: list[TensorVariable] = []
+
+    def sub(x: Any) -> Any:
+        return graph_replace(x, replace, strict=False) if replace else x
+
+    for info in model.variables.values():
+        if info.observed:
+            replace[info.rv] = info.value
+            continue
+        params = [sub(p) for p in info.rv.owner.inputs[2:]]  # type: ignore[union-attr]
+        if info.initval is not None:
+            point = kt.as_tensor(np.asarray(info.initval, dtype=info.rv.dtype))
+            point = kt.broadcast_to(point, sub(kt.shape(info.rv)))
+        else:
+            point = sub(info.distribution.support_point(info.rv, *params))
+        if point.dtype != info.rv.dtype:
+            point = kt.cast(point, info.rv.dtype)
+        replace[info.rv] = point
+        unconstrained = point if info.transform is None else sub(info.transform.forward(point))
+        outputs.append(kt.as_tensor(unconstrained))
+    return function([], outputs, mode="FAST_COMPILE")
+
+
+def initial_point(
+    model: Model, jitter: bool = False, seed: Any = None
+) -> dict[str, np.ndarray]:
+    """Return the unconstrained initial value of each free variable, by value-variable name.
+
+    Support points (a central value of each distribution: the mean, median or mode),
+    ``initval`` where given; ``jitter`` adds Uniform(-1, 1) noise on the unconstrained
+    scale to continuous variables (reproducible with ``seed``).
+    """
+    free = model.free_variables
+    if not free:
+        return {}
+    values = _initial_point_function(model)()
+    values = values if isinstance(values, list) else [values]
+    rng = np.random.default_rng(seed)
+    out = {}
+    for info, value in zip(free, values, strict=True):
+        v = np.array(value)
+        if jitter and v.dtype.kind == "f":
+            v = v + rng.uniform(-1.0, 1.0, size=v.shape)
+        out[info.value.name or info.name] = v
+    return out
+
+
+class CompiledModel:
+    """A model compiled over one flat vector (the samplers' protocol, see DESIGN.md).
+
+    Attributes
+    ----------
+    ndim
+        Length of the flat vector of unconstrained values.
+    layout
+        ``[(value name, shape, slice)]`` of each free variable in that vector.
+    out_names, out_shapes, dims, coords
+        The constrained free variables then the deterministics, as ``expand`` returns
+        them; each one's dims (or None) and the model's coords.
+    function
+        The compiled ``x -> [logp, dlogp]`` (:class:`kiln_compile.Function`).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        mode: Mode | str | None = None,
+        jacobian: bool = True,
+        jitter: bool = True,
+    ) -> None:
+        free = model.free_variables
+        if not free:
+            raise ModelError("the model has no free variables: there is nothing to sample")
+        for info in free:
+            if info.value.dtype not in ("float64", "float32"):
+                raise KilnTypeError(
+                    f"{info.name} is discrete ({info.rv.dtype}): gradient-based samplers need "
+                    "continuous free variables; use a gradient-free step for it"
+                )
+        self.model = model
+        self.jitter = jitter
+        start = initial_point(model)
+        self.layout: list[Block] = []
+        offset = 0
+        for info in free:
+            shape = tuple(int(n) for n in np.shape(start[info.value.name]))  # type: ignore[index]
+            size = int(np.prod(shape))
+            self.layout.append(Block(str(info.value.name), shape, slice(offset, offset + size)))
+            offset += size
+        self.ndim = offset
+        graph = build_logp(model)
+        self.graph = graph
+        x = kt.vector("x", shape=(self.ndim,))
+        self._x = x
+        pieces = {
+            info.value: kt.reshape(x[b.slice], b.shape) if b.shape else x[b.slice.start]
+            for info, b in zip(free, self.layout, strict=True)
+        }
+        logp = graph_replace(graph.total(jacobian), pieces, strict=False)
+        dlogp = grad(logp, x)  # type: ignore[arg-type]
+        self.function = function([x], [logp, dlogp], mode=mode, trust_input=True)
+        self._logp = function([x], logp, mode=mode, trust_input=True)
+        names = [*graph.constrained, *graph.deterministics]
+        exprs = [*graph.constrained.values(), *graph.deterministics.values()]
+        self._expand = function(
+            [x], graph_replace(exprs, pieces, strict=False), mode=mode, trust_input=True
+        )
+        self.out_names = names
+        self.dims = {n: model.named_dims.get(n) for n in names}
+        self.coords = dict(model.coords)
+        self._start = np.concatenate(
+            [np.ravel(start[b.name]).astype("float64") for b in self.layout]
+        )
+        self.out_shapes = [np.shape(v) for v in self.expand(self._start).values()]
+
+    def _flat(self, x: Any) -> np.ndarray:
+        arr = np.ascontiguousarray(x, dtype="float64")
+        if arr.shape != (self.ndim,):
+            raise KilnValueError(f"x: expected a vector of length {self.ndim}, got shape {arr.shape}")
+        return arr
+
+    def logp_dlogp(self, x: Any) -> tuple[float, np.ndarray]:
+        """Return the log-density at ``x`` and its gradient (a new C-contiguous array)."""
+        logp, dlogp = self.function(self._flat(x))
+        return float(logp), np.ascontiguousarray(dlogp)
+
+    def logp(self, x: Any) -> float:
+        """Return the log-density at ``x`` (for gradient-free samplers)."""
+        return float(self._logp(self._flat(x)))
+
+    def expand(self, x: Any) -> dict[str, np.ndarray]:
+        """Return the constrained free variables and the deterministics at ``x``."""
+        values = self._expand(self._flat(x))
+        values = values if isinstance(values, list) else [values]
+        return {n: np.asarray(v) for n, v in zip(self.out_names, values, strict=True)}
+
+    def initial_point(self, seed: Any = None) -> np.ndarray:
+        """Return a starting point: support points, jittered when ``jitter`` (by ``seed``)."""
+        x = self._start.copy()
+        if self.jitter:
+            x += np.random.default_rng(seed).uniform(-1.0, 1.0, size=x.shape)
+        return x
+
+    def point_to_array(self, point: Mapping[str, Any]) -> np.ndarray:
+        """Return the flat vector of a point ``{value name: unconstrained value}``."""
+        missing = [b.name for b in self.layout if b.name not in point]
+        if missing:
+            raise KilnValueError(f"point: missing values for {missing}")
+        return np.concatenate([np.ravel(np.asarray(point[b.name], dtype="float64")) for b in self.layout])
+
+    def array_to_point(self, x: Any) -> dict[str, np.ndarray]:
+        """Return ``{value name: unconstrained value}`` of the flat vector ``x``."""
+        arr = self._flat(x)
+        return {b.name: arr[b.slice].reshape(b.shape) for b in self.layout}
+
+
+def compile_point_function(
+    model: Model, outputs: list[TensorVariable], graph: LogpGraph | None = None, mode: Any = None
+) -> Any:
+    """Return ``f(point) -> values`` of ``outputs`` (in terms of the value variables)."""
+    free = model.free_variables
+    inputs = [info.value for info in free]
+    f = function(inputs, outputs, mode=mode)
+
+    def call(point: Mapping[str, Any] | None = None) -> Any:
+        if point is None:
+            point = initial_point(model)
+        values = []
+        for info in free:
+            name = str(info.value.name)
+            if name not in point:
+                raise KilnValueError(f"point: no value for {name!r}; the point has {sorted(point)}")
+            values.append(point[name])
+        return f(*values)
+
+    return call

@@ -1,0 +1,434 @@
+"""Continuous univariate distributions: log-densities written in the draw op's parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import kiln_random as kr
+from kiln_graph import Constant, TensorVariable
+from kiln_random import RandomVariable
+from kiln_graph import tensor as kt
+from kiln_model import _transforms as tr
+from kiln_model._distribution import Distribution, broadcast_like
+from kiln_model._math import LOG_2, LOG_2PI, LOG_PI, bound, log_diff_exp, normal_lcdf
+
+
+def _normal_logp(x: Any, mu: Any, sigma: Any) -> Any:
+    z = (x - mu) / sigma
+    return -0.5 * z * z - kt.log(sigma) - 0.5 * LOG_2PI
+
+
+class Normal(Distribution):
+    """Normal(mu, sigma): mean ``mu``, standard deviation ``sigma``."""
+
+    rv_op = kr.OPS["normal"]
+    params = ("mu", "sigma")
+    defaults = {"mu": 0.0, "sigma": 1.0}
+
+    @staticmethod
+    def logp(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        return bound(_normal_logp(value, mu, sigma), sigma > 0)
+
+    @staticmethod
+    def logcdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        return bound(normal_lcdf((value - mu) / sigma), sigma > 0)
+
+
+class HalfNormal(Distribution):
+    """HalfNormal(sigma): |Normal(0, sigma)|."""
+
+    rv_op = kr.OPS["halfnormal"]
+    params = ("sigma",)
+    defaults = {"sigma": 1.0}
+    support = "nonnegative"
+
+    @staticmethod
+    def logp(value: Any, sigma: Any) -> TensorVariable:
+        return bound(LOG_2 + _normal_logp(value, 0.0, sigma), value >= 0, sigma > 0)
+
+    @staticmethod
+    def logcdf(value: Any, sigma: Any) -> TensorVariable:
+        return bound(kt.log(kt.erf(value / (sigma * np.sqrt(2.0)))), value >= 0, sigma > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, sigma: Any) -> TensorVariable:
+        return broadcast_like(sigma, rv)
+
+
+class LogNormal(Distribution):
+    """LogNormal(mu, sigma): ``exp(Normal(mu, sigma))``."""
+
+    rv_op = kr.OPS["lognormal"]
+    params = ("mu", "sigma")
+    defaults = {"mu": 0.0, "sigma": 1.0}
+    support = "positive"
+
+    @staticmethod
+    def logp(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        logx = kt.log(value)
+        return bound(_normal_logp(logx, mu, sigma) - logx, value > 0, sigma > 0)
+
+    @staticmethod
+    def logcdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        return bound(normal_lcdf((kt.log(value) - mu) / sigma), value > 0, sigma > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, mu: Any, sigma: Any) -> TensorVariable:
+        return broadcast_like(kt.exp(mu + 0.5 * sigma * sigma), rv)
+
+
+def _is_infinite(x: Any, sign: float) -> bool:
+    return isinstance(x, Constant) and bool(np.all(x.data == sign * np.inf))
+
+
+def _interval_transform(lower: Any, upper: Any) -> tr.Transform | None:
+    lo = None if _is_infinite(lower, -1) else lower
+    hi = None if _is_infinite(upper, 1) else upper
+    if lo is None and hi is None:
+        return None
+    return tr.interval(lo, hi)
+
+
+class Uniform(Distribution):
+    """Uniform(lower, upper)."""
+
+    rv_op = kr.OPS["uniform"]
+    params = ("lower", "upper")
+    defaults = {"lower": 0.0, "upper": 1.0}
+    support = "interval"
+
+    @staticmethod
+    def logp(value: Any, lower: Any, upper: Any) -> TensorVariable:
+        return bound(-kt.log(upper - lower) + 0.0 * value, value >= lower, value <= upper)
+
+    @staticmethod
+    def logcdf(value: Any, lower: Any, upper: Any) -> TensorVariable:
+        inside = kt.log(value - lower) - kt.log(upper - lower)
+        return kt.switch(value < lower, -np.inf, kt.switch(value > upper, 0.0, inside))
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, lower: Any, upper: Any) -> TensorVariable:
+        return broadcast_like(0.5 * (lower + upper), rv)
+
+    @classmethod
+    def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
+        _, _, lower, upper = rv.owner.inputs  # type: ignore[union-attr]
+        return _interval_transform(lower, upper)
+
+
+class FlatRV(RandomVariable):
+    """The draw op of an improper flat prior: it has none (drawing raises)."""
+
+    name, signature, dtype = "flat", "->()", "float64"
+    params = ()
+
+    @staticmethod
+    def core_fn(rng: Any) -> float:
+        raise ValueError("Flat: an improper prior has no draws (give the variable a proper prior)")
+
+
+class HalfFlatRV(FlatRV):
+    """The draw op of an improper flat prior on (0, inf): it has none."""
+
+    name = "halfflat"
+
+    @staticmethod
+    def core_fn(rng: Any) -> float:
+        raise ValueError("HalfFlat: an improper prior has no draws (give it a proper prior)")
+
+
+class Flat(Distribution):
+    """An improper uniform density on the real line (log-density 0; no draws)."""
+
+    rv_op = FlatRV()
+    params = ()
+
+    @staticmethod
+    def logp(value: Any) -> TensorVariable:
+        return kt.zeros_like(value, dtype="float64")
+
+    @staticmethod
+    def logcdf(value: Any) -> TensorVariable:
+        raise NotImplementedError("Flat has no CDF")
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable) -> TensorVariable:
+        return broadcast_like(0.0, rv)
+
+
+class HalfFlat(Distribution):
+    """An improper uniform density on (0, inf) (log-density 0 there; no draws)."""
+
+    rv_op = HalfFlatRV()
+    params = ()
+    support = "positive"
+
+    @staticmethod
+    def logp(value: Any) -> TensorVariable:
+        return bound(kt.zeros_like(value, dtype="float64"), value > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable) -> TensorVariable:
+        return broadcast_like(1.0, rv)
+
+
+class Exponential(Distribution):
+    """Exponential(lam): rate ``lam`` (mean 1 / lam)."""
+
+    rv_op = kr.OPS["exponential"]
+    params = ("lam",)
+    defaults = {"lam": 1.0}
+    support = "nonnegative"
+
+    @classmethod
+    def rv_params(cls, lam: Any = None) -> tuple[Any, ...]:
+        return (1.0 / kt.as_tensor(lam, dtype="float64") if not isinstance(lam, int | float) else 1.0 / lam,)
+
+    @staticmethod
+    def logp(value: Any, scale: Any) -> TensorVariable:
+        return bound(-kt.log(scale) - value / scale, value >= 0, scale > 0)
+
+    @staticmethod
+    def logcdf(value: Any, scale: Any) -> TensorVariable:
+        return bound(kt.log1mexp(-value / scale), value >= 0, scale > 0)
+
+
+class Gamma(Distribution):
+    """Gamma(alpha, beta): shape ``alpha``, rate ``beta``."""
+
+    rv_op = kr.OPS["gamma"]
+    params = ("alpha", "beta")
+    support = "positive"
+
+    @classmethod
+    def rv_params(cls, alpha: Any = None, beta: Any = None) -> tuple[Any, ...]:
+        return (alpha, 1.0 / kt.as_tensor(beta, dtype="float64"))
+
+    @staticmethod
+    def logp(value: Any, shape: Any, scale: Any) -> TensorVariable:
+        logp = -kt.gammaln(shape) - shape * kt.log(scale) + (shape - 1.0) * kt.log(value) - value / scale
+        return bound(logp, value > 0, shape > 0, scale > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, shape: Any, scale: Any) -> TensorVariable:
+        return broadcast_like(shape * scale, rv)
+
+
+class Beta(Distribution):
+    """Beta(alpha, beta)."""
+
+    rv_op = kr.OPS["beta"]
+    params = ("alpha", "beta")
+    support = "unit"
+
+    @staticmethod
+    def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        logp = (alpha - 1.0) * kt.log(value) + (beta - 1.0) * kt.log1p(-value) - kt.betaln(alpha, beta)
+        return bound(logp, value >= 0, value <= 1, alpha > 0, beta > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
+        return broadcast_like(alpha / (alpha + beta), rv)
+
+
+class InverseGamma(Distribution):
+    """InverseGamma(alpha, beta): shape ``alpha``, scale ``beta``."""
+
+    rv_op = kr.OPS["invgamma"]
+    params = ("alpha", "beta")
+    defaults = {"beta": 1.0}
+    support = "positive"
+
+    @staticmethod
+    def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        logp = alpha * kt.log(beta) - kt.gammaln(alpha) - (alpha + 1.0) * kt.log(value) - beta / value
+        return bound(logp, value > 0, alpha > 0, beta > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
+        return broadcast_like(beta / (alpha + 1.0), rv)  # the mode
+
+
+def _student_t_logp(x: Any, nu: Any, mu: Any, sigma: Any) -> Any:
+    z = (x - mu) / sigma
+    return (
+        kt.gammaln(0.5 * (nu + 1.0))
+        - kt.gammaln(0.5 * nu)
+        - 0.5 * (kt.log(nu) + LOG_PI)
+        - kt.log(sigma)
+        - 0.5 * (nu + 1.0) * kt.log1p(z * z / nu)
+    )
+
+
+class StudentT(Distribution):
+    """StudentT(nu, mu, sigma): degrees of freedom ``nu``, location, scale."""
+
+    rv_op = kr.OPS["studentt"]
+    params = ("nu", "mu", "sigma")
+    defaults = {"mu": 0.0, "sigma": 1.0}
+
+    @staticmethod
+    def logp(value: Any, nu: Any, mu: Any, sigma: Any) -> TensorVariable:
+        return bound(_student_t_logp(value, nu, mu, sigma), nu > 0, sigma > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, nu: Any, mu: Any, sigma: Any) -> TensorVariable:
+        return broadcast_like(mu, rv)
+
+
+class HalfStudentT(Distribution):
+    """HalfStudentT(nu, sigma): |StudentT(nu, 0, sigma)|."""
+
+    rv_op = kr.OPS["halfstudentt"]
+    params = ("nu", "sigma")
+    defaults = {"sigma": 1.0}
+    support = "nonnegative"
+
+    @staticmethod
+    def logp(value: Any, nu: Any, sigma: Any) -> TensorVariable:
+        logp = LOG_2 + _student_t_logp(value, nu, 0.0, sigma)
+        return bound(logp, value >= 0, nu > 0, sigma > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, nu: Any, sigma: Any) -> TensorVariable:
+        return broadcast_like(sigma, rv)
+
+
+class Cauchy(Distribution):
+    """Cauchy(alpha, beta): location ``alpha``, scale ``beta``."""
+
+    rv_op = kr.OPS["cauchy"]
+    params = ("alpha", "beta")
+
+    @staticmethod
+    def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        z = (value - alpha) / beta
+        return bound(-LOG_PI - kt.log(beta) - kt.log1p(z * z), beta > 0)
+
+    @staticmethod
+    def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        return bound(kt.log(0.5 + kt.arctan((value - alpha) / beta) / np.pi), beta > 0)
+
+
+class HalfCauchy(Distribution):
+    """HalfCauchy(beta): |Cauchy(0, beta)|."""
+
+    rv_op = kr.OPS["halfcauchy"]
+    params = ("beta",)
+    support = "nonnegative"
+
+    @staticmethod
+    def logp(value: Any, beta: Any) -> TensorVariable:
+        z = value / beta
+        return bound(LOG_2 - LOG_PI - kt.log(beta) - kt.log1p(z * z), value >= 0, beta > 0)
+
+    @staticmethod
+    def logcdf(value: Any, beta: Any) -> TensorVariable:
+        return bound(kt.log(2.0 / np.pi * kt.arctan(value / beta)), value >= 0, beta > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, beta: Any) -> TensorVariable:
+        return broadcast_like(beta, rv)
+
+
+class Laplace(Distribution):
+    """Laplace(mu, b): location ``mu``, scale ``b``."""
+
+    rv_op = kr.OPS["laplace"]
+    params = ("mu", "b")
+
+    @staticmethod
+    def logp(value: Any, mu: Any, b: Any) -> TensorVariable:
+        return bound(-kt.log(2.0 * b) - kt.abs(value - mu) / b, b > 0)
+
+    @staticmethod
+    def logcdf(value: Any, mu: Any, b: Any) -> TensorVariable:
+        z = (value - mu) / b
+        below = -LOG_2 + z
+        above = kt.log1p(-0.5 * kt.exp(-z))
+        return bound(kt.switch(value < mu, below, above), b > 0)
+
+
+class Logistic(Distribution):
+    """Logistic(mu, s): location ``mu``, scale ``s``."""
+
+    rv_op = kr.OPS["logistic"]
+    params = ("mu", "s")
+    defaults = {"s": 1.0}
+
+    @staticmethod
+    def logp(value: Any, mu: Any, s: Any) -> TensorVariable:
+        z = (value - mu) / s
+        return bound(-z - kt.log(s) - 2.0 * kt.softplus(-z), s > 0)
+
+    @staticmethod
+    def logcdf(value: Any, mu: Any, s: Any) -> TensorVariable:
+        return bound(-kt.softplus(-(value - mu) / s), s > 0)
+
+
+class Weibull(Distribution):
+    """Weibull(alpha, beta): shape ``alpha``, scale ``beta``."""
+
+    rv_op = kr.OPS["weibull"]
+    params = ("alpha", "beta")
+    support = "nonnegative"
+
+    @staticmethod
+    def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        z = value / beta
+        logp = kt.log(alpha) - kt.log(beta) + (alpha - 1.0) * kt.log(z) - z**alpha
+        return bound(logp, value >= 0, alpha > 0, beta > 0)
+
+    @staticmethod
+    def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        return bound(kt.log1mexp(-((value / beta) ** alpha)), value >= 0, alpha > 0, beta > 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
+        return broadcast_like(beta * kt.exp(kt.gammaln(1.0 + 1.0 / alpha)), rv)
+
+
+def _log_normal_mass(mu: Any, sigma: Any, lower: Any, upper: Any) -> Any:
+    """Return ``log(Phi(b) - Phi(a))`` of the standardized bounds, accurate in either tail."""
+    a, b = (lower - mu) / sigma, (upper - mu) / sigma
+    lower_tail = log_diff_exp(normal_lcdf(b), normal_lcdf(a))
+    upper_tail = log_diff_exp(normal_lcdf(-a), normal_lcdf(-b))  # by symmetry
+    return kt.switch(a > 0, upper_tail, lower_tail)
+
+
+class TruncatedNormal(Distribution):
+    """Normal(mu, sigma) truncated to [lower, upper] (either bound may be infinite)."""
+
+    rv_op = kr.OPS["truncated_normal"]
+    params = ("mu", "sigma", "lower", "upper")
+    defaults = {"mu": 0.0, "sigma": 1.0, "lower": -np.inf, "upper": np.inf}
+    support = "interval"
+
+    @staticmethod
+    def logp(value: Any, mu: Any, sigma: Any, lower: Any, upper: Any) -> TensorVariable:
+        logp = _normal_logp(value, mu, sigma) - _log_normal_mass(mu, sigma, lower, upper)
+        return bound(logp, value >= lower, value <= upper, sigma > 0)
+
+    @staticmethod
+    def logcdf(value: Any, mu: Any, sigma: Any, lower: Any, upper: Any) -> TensorVariable:
+        inside = _log_normal_mass(mu, sigma, lower, value) - _log_normal_mass(mu, sigma, lower, upper)
+        return bound(
+            kt.switch(value < lower, -np.inf, kt.switch(value > upper, 0.0, inside)), sigma > 0
+        )
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, mu: Any, sigma: Any, lower: Any, upper: Any) -> TensorVariable:
+        mid = kt.switch(
+            kt.isinf(lower),
+            kt.switch(kt.isinf(upper), mu, upper - 1.0),
+            kt.switch(kt.isinf(upper), lower + 1.0, 0.5 * (lower + upper)),
+        )
+        inside = kt.logical_and(mu > lower, mu < upper)
+        return broadcast_like(kt.switch(inside, mu, mid), rv)
+
+    @classmethod
+    def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
+        *_, lower, upper = rv.owner.inputs  # type: ignore[union-attr]
+        return _interval_transform(lower, upper)

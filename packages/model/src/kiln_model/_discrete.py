@@ -1,0 +1,192 @@
+"""Discrete distributions: log-probabilities written in the draw op's parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import kiln_random as kr
+from kiln_graph import KilnTypeError, TensorVariable
+from kiln_graph import tensor as kt
+from kiln_model._distribution import Distribution, broadcast_like
+from kiln_model._math import bound, xlog1py, xlogy
+
+
+def _p_from(cls_name: str, p: Any, logit_p: Any) -> Any:
+    if (p is None) == (logit_p is None):
+        raise KilnTypeError(f"{cls_name}: give exactly one of p and logit_p")
+    return kt.sigmoid(kt.as_tensor(logit_p, dtype="float64")) if p is None else p
+
+
+def _round(x: Any) -> TensorVariable:
+    return kt.cast(kt.floor(kt.as_tensor(x, dtype="float64") + 0.5), "int64")
+
+
+class Bernoulli(Distribution):
+    """Bernoulli(p) or Bernoulli(logit_p=...): 1 with probability p."""
+
+    rv_op = kr.OPS["bernoulli"]
+    params = ("p", "logit_p")
+    support = "binary"
+    discrete = True
+
+    @classmethod
+    def rv_params(cls, p: Any = None, logit_p: Any = None) -> tuple[Any, ...]:
+        return (_p_from(cls.__name__, p, logit_p),)
+
+    @staticmethod
+    def logp(value: Any, p: Any) -> TensorVariable:
+        logp = kt.switch(kt.eq(value, 1), kt.log(p), kt.log1p(-p))
+        return bound(logp, kt.logical_or(kt.eq(value, 0), kt.eq(value, 1)), p >= 0, p <= 1)
+
+    @staticmethod
+    def logcdf(value: Any, p: Any) -> TensorVariable:
+        return bound(
+            kt.switch(value < 0, -np.inf, kt.switch(value < 1, kt.log1p(-p), 0.0)), p >= 0, p <= 1
+        )
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:
+        return broadcast_like(kt.cast(p >= 0.5, "int64"), rv)
+
+
+class Binomial(Distribution):
+    """Binomial(n, p) or Binomial(n, logit_p=...)."""
+
+    rv_op = kr.OPS["binomial"]
+    params = ("n", "p", "logit_p")
+    support = "nonnegative_integer"
+    discrete = True
+
+    @classmethod
+    def rv_params(cls, n: Any = None, p: Any = None, logit_p: Any = None) -> tuple[Any, ...]:
+        return (n, _p_from(cls.__name__, p, logit_p))
+
+    @staticmethod
+    def logp(value: Any, n: Any, p: Any) -> TensorVariable:
+        logp = (
+            kt.gammaln(n + 1.0)
+            - kt.gammaln(value + 1.0)
+            - kt.gammaln(n - value + 1.0)
+            + xlogy(value, p)
+            + xlog1py(n - value, -p)
+        )
+        return bound(logp, value >= 0, value <= n, p >= 0, p <= 1)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, n: Any, p: Any) -> TensorVariable:
+        return broadcast_like(_round(n * p), rv)
+
+
+class Poisson(Distribution):
+    """Poisson(mu)."""
+
+    rv_op = kr.OPS["poisson"]
+    params = ("mu",)
+    support = "nonnegative_integer"
+    discrete = True
+
+    @staticmethod
+    def logp(value: Any, mu: Any) -> TensorVariable:
+        logp = xlogy(value, mu) - mu - kt.gammaln(value + 1.0)
+        return bound(logp, value >= 0, mu >= 0)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, mu: Any) -> TensorVariable:
+        return broadcast_like(_round(kt.floor(mu)), rv)
+
+
+class NegativeBinomial(Distribution):
+    """NegativeBinomial(mu, alpha) (mean mu, overdispersion alpha), or (n=..., p=...)."""
+
+    rv_op = kr.OPS["negative_binomial"]
+    params = ("mu", "alpha", "p", "n")
+    support = "nonnegative_integer"
+    discrete = True
+
+    @classmethod
+    def rv_params(
+        cls, mu: Any = None, alpha: Any = None, p: Any = None, n: Any = None
+    ) -> tuple[Any, ...]:
+        if mu is not None and alpha is not None and p is None and n is None:
+            alpha_t = kt.as_tensor(alpha, dtype="float64")
+            return (alpha_t, alpha_t / (mu + alpha_t))
+        if n is not None and p is not None and mu is None and alpha is None:
+            return (n, p)
+        raise KilnTypeError(f"{cls.__name__}: give (mu, alpha) or (n=..., p=...)")
+
+    @staticmethod
+    def logp(value: Any, n: Any, p: Any) -> TensorVariable:
+        logp = (
+            kt.gammaln(value + n)
+            - kt.gammaln(n)
+            - kt.gammaln(value + 1.0)
+            + n * kt.log(p)
+            + xlog1py(value, -p)
+        )
+        return bound(logp, value >= 0, n > 0, p > 0, p <= 1)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, n: Any, p: Any) -> TensorVariable:
+        return broadcast_like(_round(kt.floor(n * (1.0 - p) / p)), rv)
+
+
+class Geometric(Distribution):
+    """Geometric(p): the number of trials up to and including the first success."""
+
+    rv_op = kr.OPS["geometric"]
+    params = ("p",)
+    support = "positive_integer"
+    discrete = True
+
+    @staticmethod
+    def logp(value: Any, p: Any) -> TensorVariable:
+        return bound(xlog1py(value - 1.0, -p) + kt.log(p), value >= 1, p > 0, p <= 1)
+
+    @staticmethod
+    def logcdf(value: Any, p: Any) -> TensorVariable:
+        return bound(kt.log1mexp(value * kt.log1p(-p)), value >= 1, p > 0, p <= 1)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:
+        return broadcast_like(_round(1.0 / p), rv)
+
+
+class Categorical(Distribution):
+    """Categorical(p) over the last axis of ``p`` (normalized), or (logit_p=...)."""
+
+    rv_op = kr.OPS["categorical"]
+    params = ("p", "logit_p")
+    support = "categorical"
+    discrete = True
+
+    @classmethod
+    def rv_params(cls, p: Any = None, logit_p: Any = None) -> tuple[Any, ...]:
+        if (p is None) == (logit_p is None):
+            raise KilnTypeError(f"{cls.__name__}: give exactly one of p and logit_p")
+        if p is None:
+            p = kt.softmax(kt.as_tensor(logit_p, dtype="float64"), axis=-1)
+        return (p,)
+
+    @staticmethod
+    def logp(value: Any, p: Any) -> TensorVariable:
+        p = kt.as_tensor(p)
+        k = kt.shape_i(p, -1)
+        log_p = kt.log(p) - kt.log(kt.sum(p, axis=-1, keepdims=True))
+        picked = kt.eq(kt.expand_dims(value, -1), kt.arange(k))
+        logp = kt.sum(kt.switch(picked, log_p, 0.0), axis=-1)
+        return bound(logp, value >= 0, value < k, kt.all(p >= 0, axis=-1))
+
+    @classmethod
+    def check_observed(cls, name: str, value: np.ndarray) -> None:
+        if not np.all((value >= 0) & (np.mod(value, 1) == 0)):
+            raise KilnTypeError(f"{name}: observed categories must be non-negative integers")
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:
+        return broadcast_like(kt.argmax(p, axis=-1), rv)
+
+    @classmethod
+    def default_transform(cls, rv: TensorVariable) -> None:
+        return None

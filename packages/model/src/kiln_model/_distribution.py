@@ -1,0 +1,291 @@
+"""``Distribution``: a random variable's draw op, its log-density, support and transform.
+
+A distribution class declares what can be declared: ``rv_op`` (the draw, from
+:mod:`kiln_random`), ``params`` (the user's parameter names, with ``defaults``),
+``support`` (which values have density) and ``default_transform``. It implements
+``rv_params`` (user parameters -> the draw op's parameters), ``logp(value, *op_params)``
+and, where closed-form, ``logcdf``, both in terms of the draw op's parameters (those
+on the draw's node), and ``support_point`` (a central value: the initial point).
+
+``Normal("mu", 0, 1)`` inside a model registers a variable and returns its draw;
+``Normal.dist(0, 1)`` returns an unnamed draw for use as a building block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+import kiln_random as kr
+from kiln_graph import KilnTypeError, KilnValueError, SharedVariable, TensorVariable, Variable
+from kiln_graph import tensor as kt
+from kiln_graph._shape_infer import infer_shape
+from kiln_model import _transforms as tr
+from kiln_model._errors import ModelError
+from kiln_model._model import Model, VariableInfo, _as_dims, modelcontext
+from kiln_random import RandomVariable
+
+#: ``transform=`` left unset: use the distribution's default transform.
+UNSET: Any = object()
+
+#: The distribution class of each draw op class (for ``logp(rv, value)`` of any draw).
+DISTRIBUTIONS: dict[type, type[Distribution]] = {}
+
+NEG_INF = -np.inf
+
+
+class Distribution:
+    """Base class of distributions (see the module docstring)."""
+
+    rv_op: ClassVar[RandomVariable]
+    params: ClassVar[tuple[str, ...]]
+    defaults: ClassVar[dict[str, Any]] = {}
+    #: "real", "positive", "nonnegative", "unit" (0..1), "interval" (parameter bounds),
+    #: "nonnegative_integer", "positive_integer", "binary", "simplex", "counts".
+    support: ClassVar[str] = "real"
+    #: Whether draws are integers (observed values are checked and cast to int64).
+    discrete: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        op = cls.__dict__.get("rv_op")
+        if op is not None:
+            DISTRIBUTIONS.setdefault(type(op), cls)
+
+    def __new__(  # type: ignore[misc]
+        cls,
+        name: str,
+        *args: Any,
+        dims: Any = None,
+        shape: Any = None,
+        observed: Any = None,
+        transform: Any = UNSET,
+        initval: Any = None,
+        model: Model | None = None,
+        **kwargs: Any,
+    ) -> TensorVariable:
+        m = modelcontext(model)
+        full = m.check_new_name(name)
+        core = cls.rv_op.core_ndim
+        dims_t = _as_dims(dims, None, full)
+        obs = _as_observed(cls, full, observed) if observed is not None else None
+        size: Any = None
+        if dims_t is not None:
+            if shape is not None:
+                raise ModelError(f"{full}: give dims or shape, not both")
+            full_shape = m.shape_from_dims(dims_t, full)
+            size = full_shape[: len(full_shape) - core] if core else full_shape
+        elif shape is not None:
+            full_shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+            size = full_shape[: len(full_shape) - core] if core else full_shape
+        elif obs is not None:
+            obs_shape = obs.type.shape
+            if None in obs_shape:
+                size = tuple(kt.shape_i(obs, i) for i in range(obs.ndim - core))
+            else:
+                size = obs_shape[: len(obs_shape) - core] if core else obs_shape
+        try:
+            rv = cls.dist(*args, size=size, **kwargs)
+        except (KilnValueError, KilnTypeError) as exc:
+            raise type(exc)(f"{full}: {exc}") from exc
+        if dims_t is not None and len(dims_t) != rv.ndim:
+            raise ModelError(f"{full}: {len(dims_t)} dims {dims_t} for a {rv.ndim}-d variable")
+        if obs is not None:
+            _check_observed_shape(full, rv, obs)
+            info = VariableInfo(full, rv, cls, obs, None, True, dims_t)
+        else:
+            t = cls.default_transform(rv) if transform is UNSET else transform
+            if t is not None and not isinstance(t, tr.Transform):
+                raise KilnTypeError(f"{full}: transform must be a kiln Transform or None, got {t!r}")
+            value = _value_variable(full, rv, t)
+            info = VariableInfo(full, rv, cls, value, t, False, dims_t, initval)
+        m.register(info)
+        return rv
+
+    @classmethod
+    def dist(cls, *args: Any, size: Any = None, shape: Any = None, rng: Any = None, **kwargs: Any) -> TensorVariable:
+        """Return an unnamed draw of this distribution (not part of any model).
+
+        ``size`` is the batch shape (NumPy's); ``shape`` the whole shape of the draw.
+        """
+        params = cls._bind(args, kwargs)
+        if shape is not None:
+            if size is not None:
+                raise KilnValueError(f"{cls.__name__}: give size or shape, not both")
+            full = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+            core = cls.rv_op.core_ndim
+            size = full[: len(full) - core] if core else full
+        op_params = cls.rv_params(**params)
+        return kr.draw(cls.rv_op, tuple(op_params), size, rng if rng is not None else kr.rng())
+
+    @classmethod
+    def _bind(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > len(cls.params):
+            raise KilnTypeError(
+                f"{cls.__name__}: takes {len(cls.params)} parameter(s) {cls.params}, got {len(args)}"
+            )
+        bound = dict(zip(cls.params, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in cls.params:
+                raise KilnTypeError(
+                    f"{cls.__name__}: unknown parameter {key!r}; parameters: {cls.params}"
+                )
+            if key in bound:
+                raise KilnTypeError(f"{cls.__name__}: parameter {key!r} given twice")
+            bound[key] = value
+        for key, value in cls.defaults.items():
+            bound.setdefault(key, value)
+        return bound
+
+    @classmethod
+    def rv_params(cls, **params: Any) -> tuple[Any, ...]:
+        """Return the draw op's parameters for the user's (default: the same, in order)."""
+        missing = [p for p in cls.params if params.get(p) is None]
+        if missing:
+            raise KilnTypeError(f"{cls.__name__}: missing parameter(s) {missing}")
+        return tuple(params[p] for p in cls.params)
+
+    @staticmethod
+    def logp(value: Any, *params: Any) -> TensorVariable:
+        """Return the log-density of ``value`` (elementwise; core dimensions summed)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def logcdf(value: Any, *params: Any) -> TensorVariable:
+        """Return the log of the cumulative distribution function at ``value``."""
+        raise NotImplementedError
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, *params: Any) -> TensorVariable:
+        """Return a central point of the support, shaped like ``rv`` (the initial value)."""
+        return broadcast_like(params[0], rv)
+
+    @classmethod
+    def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
+        """Return the transform a free variable of this distribution is sampled through."""
+        return _SUPPORT_TRANSFORMS.get(cls.support)
+
+    @classmethod
+    def check_observed(cls, name: str, value: np.ndarray) -> None:
+        """Raise if observed data lies outside the support (where parameters do not matter)."""
+        check = _SUPPORT_CHECKS.get(cls.support)
+        if check is not None and not check[0](value):
+            raise KilnValueError(f"{name}: observed values must be {check[1]} for {cls.__name__}")
+
+
+_SUPPORT_TRANSFORMS: dict[str, tr.Transform | None] = {
+    "real": None,
+    "positive": tr.log,
+    "nonnegative": tr.log,
+    "unit": tr.logodds,
+    "simplex": tr.simplex,
+}
+
+_SUPPORT_CHECKS: dict[str, tuple[Callable[[np.ndarray], bool], str]] = {
+    "positive": (lambda x: bool(np.all(x > 0)), "> 0"),
+    "nonnegative": (lambda x: bool(np.all(x >= 0)), ">= 0"),
+    "unit": (lambda x: bool(np.all((x >= 0) & (x <= 1))), "in [0, 1]"),
+    "nonnegative_integer": (
+        lambda x: bool(np.all((x >= 0) & (np.mod(x, 1) == 0))),
+        "non-negative integers",
+    ),
+    "positive_integer": (lambda x: bool(np.all((x >= 1) & (np.mod(x, 1) == 0))), "integers >= 1"),
+    "binary": (lambda x: bool(np.all((x == 0) | (x == 1))), "0 or 1"),
+    "counts": (
+        lambda x: bool(np.all((x >= 0) & (np.mod(x, 1) == 0))),
+        "non-negative integer counts",
+    ),
+    "simplex": (
+        lambda x: bool(np.all(x >= 0) and np.allclose(np.sum(x, axis=-1), 1.0)),
+        "on the simplex (non-negative, summing to 1 along the last axis)",
+    ),
+}
+
+
+def broadcast_like(x: Any, rv: TensorVariable) -> TensorVariable:
+    """Return ``x`` broadcast to the shape of ``rv`` (from shape inference, not the draw)."""
+    shape = infer_shape(rv)
+    value = kt.cast(kt.as_tensor(x), "float64") if not _is_float(x) else kt.as_tensor(x)
+    return kt.broadcast_to(value, shape)
+
+
+def _is_float(x: Any) -> bool:
+    return isinstance(x, TensorVariable) and x.dtype == "float64"
+
+
+def _value_variable(name: str, rv: TensorVariable, t: tr.Transform | None) -> TensorVariable:
+    shape = rv.type.shape
+    if t is not None:
+        suffix = f"_{t.name}__"
+        if t.core_ndim and shape and shape[-1] is not None:
+            shape = t.forward_shape(shape)  # type: ignore[arg-type]
+    else:
+        suffix = ""
+    dtype = rv.dtype if t is None else "float64"
+    return kt.tensor(f"{name}{suffix}", dtype=dtype, shape=shape)
+
+
+def _as_observed(cls: type[Distribution], name: str, observed: Any) -> TensorVariable:
+    """Return observed data as a tensor (a Data variable stays one), after checking it."""
+    if isinstance(observed, SharedVariable):
+        value = np.asarray(observed.get_value(borrow=True))
+        var: TensorVariable = observed  # type: ignore[assignment]
+    elif isinstance(observed, Variable):
+        raise KilnTypeError(
+            f"{name}: observed must be data (an array or a kl.Data variable), got the "
+            f"expression {observed!r}"
+        )
+    else:
+        value = np.asarray(observed)
+        if value.dtype.kind not in "biuf":
+            raise KilnTypeError(f"{name}: observed data must be numeric, got dtype {value.dtype}")
+        var = None  # type: ignore[assignment]
+    if value.dtype.kind == "f" and np.isnan(value).any():
+        raise KilnValueError(
+            f"{name}: the observed data holds NaN; kiln does not impute missing values: "
+            "drop them, or model them as free variables"
+        )
+    cls.check_observed(name, value)
+    if var is not None:
+        return var
+    dtype = "int64" if cls.discrete else "float64"
+    return kt.constant(value.astype(dtype) if value.dtype != dtype else value)
+
+
+def _check_observed_shape(name: str, rv: TensorVariable, obs: TensorVariable) -> None:
+    if rv.ndim != obs.ndim:
+        raise ModelError(
+            f"{name}: the observed data has {obs.ndim} dimension(s), the variable {rv.ndim} "
+            f"(shape {rv.type.shape}); reshape the data or give dims/shape"
+        )
+    for i, (a, b) in enumerate(zip(rv.type.shape, obs.type.shape, strict=True)):
+        if a is not None and b is not None and a != b:
+            raise ModelError(
+                f"{name}: the observed data has shape {obs.type.shape}, the variable "
+                f"{rv.type.shape} (dimension {i} differs)"
+            )
+
+
+def logp(rv: TensorVariable, value: Any) -> TensorVariable:
+    """Return the log-density of ``value`` under the draw ``rv`` (e.g. from ``.dist()``)."""
+    dist = distribution_of(rv)
+    return dist.logp(kt.as_tensor(value), *rv.owner.inputs[2:])  # type: ignore[union-attr]
+
+
+def logcdf(rv: TensorVariable, value: Any) -> TensorVariable:
+    """Return the log-CDF at ``value`` under the draw ``rv``."""
+    dist = distribution_of(rv)
+    return dist.logcdf(kt.as_tensor(value), *rv.owner.inputs[2:])  # type: ignore[union-attr]
+
+
+def distribution_of(rv: Variable) -> type[Distribution]:
+    """Return the distribution class of the draw ``rv``."""
+    owner = rv.owner
+    if owner is None or not isinstance(owner.op, RandomVariable):
+        raise KilnTypeError(f"expected a random draw (e.g. kl.Normal.dist(0, 1)), got {rv!r}")
+    dist = DISTRIBUTIONS.get(type(owner.op))
+    if dist is None:
+        raise KilnTypeError(f"no distribution has the draw op {owner.op}")
+    return dist
