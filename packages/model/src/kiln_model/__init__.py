@@ -10,7 +10,7 @@ Examples
 ...     theta = km.Deterministic("theta", mu + tau * z, dims="school")
 """
 
-from kiln_model import _transforms as transforms
+from kiln_model import _transforms as transforms  # noqa: F401  (kiln_model.transforms)
 from kiln_model._compiled import CompiledModel as CompiledModel
 from kiln_model._continuous import Beta as Beta
 from kiln_model._continuous import Cauchy as Cauchy
@@ -50,4 +50,3 @@ from kiln_model._multivariate import Dirichlet as Dirichlet
 from kiln_model._multivariate import Multinomial as Multinomial
 from kiln_model._multivariate import MvNormal as MvNormal
 
-__all__ = ["transforms"]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from kiln_graph import Apply, DimShuffle, Elemwise
 from kiln_graph._composite import Composite
 from kiln_numba._funcify import CodeContext, np_dtype, numba_funcify
+from kiln_numba._outline import outline_loops
 from kiln_numba.scalar import composite_statements, scalar_expr
 
 
@@ -70,6 +71,7 @@ def emit_loops(
 
 
 @numba_funcify.register(Elemwise)
+@outline_loops
 def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Write one loop nest over the output computing the scalar op (or Composite program)."""
     out_t = ctx.output_type(0)

@@ -19,6 +19,7 @@ from kiln_graph import Apply, Composite
 from kiln_graph._fused_reduce import FusedReduce
 from kiln_graph._reduce import Argmax, CAReduce, CumSum
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, literal, np_dtype, numba_funcify
+from kiln_numba._outline import outline_loops
 from kiln_numba.elemwise import index_expr, loop_shape
 from kiln_numba.scalar import cast_expr, composite_statements, scalar_expr
 
@@ -151,6 +152,7 @@ def emit_reduction(
 
 
 @numba_funcify.register(CAReduce)
+@outline_loops
 def numba_funcify_CAReduce(op: CAReduce, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Fold the input over ``op.axis`` in one pass (sum, prod, max, min, all, any)."""
     _reject_unsupported(ctx, op.kind)
@@ -165,6 +167,7 @@ def numba_funcify_CAReduce(op: CAReduce, node: Apply, ctx: CodeContext) -> None:
 
 
 @numba_funcify.register(FusedReduce)
+@outline_loops
 def numba_funcify_FusedReduce(op: FusedReduce, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Evaluate the scalar program per element of the broadcast inputs and fold it."""
     in_dtypes = [ctx.input_type(i).dtype for i in range(len(node.inputs))]
