@@ -46,7 +46,7 @@ def _initial_point_function(model: Model) -> Function:
         if info.observed:
             replace[info.rv] = info.value
             continue
-        params = [sub(p) for p in info.rv.owner.inputs[2:]]  # type: ignore[union-attr]
+        params = [sub(p) for p in info.params]
         if info.initval is not None:
             point = kt.as_tensor(np.asarray(info.initval, dtype=info.rv.dtype))
             point = kt.broadcast_to(point, sub(kt.shape(info.rv)))

@@ -68,7 +68,7 @@ class Distribution:
     ) -> TensorVariable:
         m = modelcontext(model)
         full = m.check_new_name(name)
-        core = cls.rv_op.core_ndim
+        core = cls.core_ndim()
         dims_t = _as_dims(dims, None, full)
         obs = _as_observed(cls, full, observed) if observed is not None else None
         size: Any = None
@@ -92,15 +92,16 @@ class Distribution:
             raise type(exc)(f"{full}: {exc}") from exc
         if dims_t is not None and len(dims_t) != rv.ndim:
             raise ModelError(f"{full}: {len(dims_t)} dims {dims_t} for a {rv.ndim}-d variable")
+        dist, params = cls.density_of(rv)
         if obs is not None:
             _check_observed_shape(full, rv, obs)
-            info = VariableInfo(full, rv, cls, obs, None, True, dims_t)
+            info = VariableInfo(full, rv, dist, obs, None, True, dims_t, params=params)
         else:
-            t = cls.default_transform(rv) if transform is UNSET else transform
+            t = dist.default_transform(rv) if transform is UNSET else transform
             if t is not None and not isinstance(t, tr.Transform):
                 raise KilnTypeError(f"{full}: transform must be a kiln Transform or None, got {t!r}")
             value = _value_variable(full, rv, t)
-            info = VariableInfo(full, rv, cls, value, t, False, dims_t, initval)
+            info = VariableInfo(full, rv, dist, value, t, False, dims_t, initval, params)
         m.register(info)
         return rv
 
@@ -115,10 +116,24 @@ class Distribution:
             if size is not None:
                 raise KilnValueError(f"{cls.__name__}: give size or shape, not both")
             full = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-            core = cls.rv_op.core_ndim
+            core = cls.core_ndim()
             size = full[: len(full) - core] if core else full
         op_params = cls.rv_params(**params)
         return kr.draw(cls.rv_op, tuple(op_params), size, rng if rng is not None else kr.rng())
+
+    @classmethod
+    def core_ndim(cls) -> int:
+        """Return the number of core dimensions of one draw (0: a scalar distribution)."""
+        return cls.rv_op.core_ndim
+
+    @classmethod
+    def density_of(cls, rv: TensorVariable) -> tuple[Any, list[Variable]]:
+        """Return what gives ``rv``'s log-density and its parameters: ``(dist, params)``.
+
+        ``dist.logp(value, *params)`` is the log-density; by default the class itself and
+        the parameters of the draw's node.
+        """
+        return cls, list(rv.owner.inputs[2:])  # type: ignore[union-attr]
 
     @classmethod
     def _bind(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def build_logp(model: Model) -> LogpGraph:
         return graph_replace(x, replace, strict=False) if replace else x
 
     for info in model.variables.values():
-        params = [sub(p) for p in info.rv.owner.inputs[2:]]  # type: ignore[union-attr]
+        params = [sub(p) for p in info.params]
         if info.observed or info.transform is None:
             value = info.value
         else:

@@ -50,6 +50,9 @@ class VariableInfo:
     observed: bool
     dims: tuple[str, ...] | None
     initval: Any = None
+    #: The parameters ``distribution.logp(value, *params)`` takes (draws of other
+    #: variables among them are replaced by their values in the log-density).
+    params: list[Variable] = dataclasses.field(default_factory=list)
 
 
 class Model:
