@@ -1,0 +1,90 @@
+"""Loop nests as functions of their own, one per distinct code (shared by equal nodes).
+
+Numba compiles a loop in the middle of a large function slowly, and more slowly the
+larger the function: its SSA reconstruction and liveness passes revisit the whole
+function for each loop counter and accumulator (about 50 ms per loop in a function of
+50 loops, 75 ms in one of 200). Written as a small function, a loop nest costs one
+short compile, and nodes whose code is the same up to the names of their values (the
+repeated groups of a hierarchical model: the same reduction over each group's data)
+share one function, compiled once per argument types. LLVM still inlines the small
+ones into the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+from kiln_graph import Apply, Constant, Op
+from kiln_numba._funcify import CodeContext, FunctionScope
+
+_FRESH = re.compile(r"\b([A-Za-z]+)_(\d+)\b")
+
+Writer = Callable[[Op, Apply, CodeContext], None]
+
+
+def has_loops(node: Apply) -> bool:
+    """Whether the node's code loops: an input or an output has dimensions."""
+    return any(getattr(v.type, "ndim", 0) > 0 for v in (*node.inputs, *node.outputs))
+
+
+def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
+    """Write the node through ``write`` as a call of a module function (shared if equal).
+
+    ``write`` writes the node's statements for a context whose inputs and outputs are
+    the function's parameters ``p0, p1, ...`` and results ``r0, r1, ...``; constants it
+    names become further parameters. Its local names are renumbered in order of
+    appearance, so equal code gives one key and one function.
+    """
+    module = ctx.module
+    extra: dict[Constant, str] = {}
+
+    def constant_name(c: Constant) -> str:
+        return extra.setdefault(c, f"k{len(extra)}")
+
+    scope = FunctionScope(constant_name)
+    params = [f"p{k}" for k in range(len(ctx.inputs))]
+    results = [f"r{k}" for k in range(len(ctx.outputs))]
+    first = module._counter
+    write(CodeContext(module, ctx.node, params, results, scope))
+    last = module._counter
+    if not scope.cacheable:
+        ctx.scope.cacheable = False
+    helpers = set(module.helpers) | set(module.helper_names.values())
+    renamed: dict[str, str] = {}
+
+    def rename(match: re.Match[str]) -> str:
+        name = match.group(0)
+        if not first < int(match.group(2)) <= last or name in helpers:
+            return name
+        return renamed.setdefault(name, f"{match.group(1)}{len(renamed)}")
+
+    lines = [_FRESH.sub(rename, line) for line in scope.lines]
+    lines.append("return (" + "".join(f"{r}, " for r in results) + ")")
+    signature = ", ".join([*params, *extra.values()])
+    key = "outlined\n" + signature + "\n" + "\n".join(lines)
+
+    def source(name: str) -> str:
+        # Local import: the code generator imports the op families, which import this.
+        from kiln_numba._codegen import _out_of_line_raise
+
+        body = "\n".join("    " + _out_of_line_raise(module, line) for line in lines)
+        return f"@njit(error_model='numpy')\ndef {name}({signature}):\n{body}"
+
+    name = module.helper(key, source)
+    args = [*ctx.inputs, *(ctx.scope.constant_name(c) for c in extra)]
+    ctx.emit(f"({''.join(f'{o}, ' for o in ctx.outputs)}) = {name}({', '.join(args)})")
+
+
+def outline_loops(fn: Writer) -> Writer:
+    """Return ``fn`` writing its node through :func:`outline` when the node loops."""
+
+    @functools.wraps(fn)
+    def write(op: Op, node: Apply, ctx: CodeContext) -> None:
+        if not has_loops(node):
+            fn(op, node, ctx)
+            return
+        outline(ctx, lambda sub: fn(op, node, sub))
+
+    return write
