@@ -30,6 +30,7 @@ from kiln_model._continuous import StudentT as StudentT
 from kiln_model._continuous import TruncatedNormal as TruncatedNormal
 from kiln_model._continuous import Uniform as Uniform
 from kiln_model._continuous import Weibull as Weibull
+from kiln_model._custom import CustomDist as CustomDist
 from kiln_model._discrete import Bernoulli as Bernoulli
 from kiln_model._discrete import Binomial as Binomial
 from kiln_model._discrete import Categorical as Categorical
@@ -40,13 +41,15 @@ from kiln_model._distribution import Distribution as Distribution
 from kiln_model._distribution import logcdf as logcdf
 from kiln_model._distribution import logp as logp
 from kiln_model._errors import ModelError as ModelError
+from kiln_model._mixture import Mixture as Mixture
+from kiln_model._mixture import NormalMixture as NormalMixture
 from kiln_model._model import Data as Data
 from kiln_model._model import Deterministic as Deterministic
 from kiln_model._model import Model as Model
 from kiln_model._model import Potential as Potential
+from kiln_model._model import freeze_dims_and_data as freeze_dims_and_data
 from kiln_model._model import modelcontext as modelcontext
 from kiln_model._model import set_data as set_data
 from kiln_model._multivariate import Dirichlet as Dirichlet
 from kiln_model._multivariate import Multinomial as Multinomial
 from kiln_model._multivariate import MvNormal as MvNormal
-

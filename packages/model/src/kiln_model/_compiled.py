@@ -60,9 +60,7 @@ def _initial_point_function(model: Model) -> Function:
     return function([], outputs, mode="FAST_COMPILE")
 
 
-def initial_point(
-    model: Model, jitter: bool = False, seed: Any = None
-) -> dict[str, np.ndarray]:
+def initial_point(model: Model, jitter: bool = False, seed: Any = None) -> dict[str, np.ndarray]:
     """Return the unconstrained initial value of each free variable, by value-variable name.
 
     Support points (a central value of each distribution: the mean, median or mode),
@@ -155,7 +153,9 @@ class CompiledModel:
     def _flat(self, x: Any) -> np.ndarray:
         arr = np.ascontiguousarray(x, dtype="float64")
         if arr.shape != (self.ndim,):
-            raise KilnValueError(f"x: expected a vector of length {self.ndim}, got shape {arr.shape}")
+            raise KilnValueError(
+                f"x: expected a vector of length {self.ndim}, got shape {arr.shape}"
+            )
         return arr
 
     def logp_dlogp(self, x: Any) -> tuple[float, np.ndarray]:
@@ -185,7 +185,9 @@ class CompiledModel:
         missing = [b.name for b in self.layout if b.name not in point]
         if missing:
             raise KilnValueError(f"point: missing values for {missing}")
-        return np.concatenate([np.ravel(np.asarray(point[b.name], dtype="float64")) for b in self.layout])
+        return np.concatenate(
+            [np.ravel(np.asarray(point[b.name], dtype="float64")) for b in self.layout]
+        )
 
     def array_to_point(self, x: Any) -> dict[str, np.ndarray]:
         """Return ``{value name: unconstrained value}`` of the flat vector ``x``."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln_compile import function
 from kiln_graph import (
     KilnTypeError,
     KilnValueError,
@@ -22,12 +23,13 @@ from kiln_graph import (
     TensorVariable,
     Variable,
     grad,
+    graph_replace,
 )
 from kiln_graph import tensor as kt
 from kiln_model._compiled import CompiledModel, compile_point_function, initial_point
 from kiln_model._errors import ModelError
 from kiln_model._logprob import build_logp
-from kiln_model._transforms import Transform
+from kiln_model._transforms import ChainTransform, IntervalTransform, Transform
 
 _context = threading.local()
 
@@ -237,7 +239,9 @@ class Model:
         """Return the model compiled over one flat vector (what samplers consume)."""
         return CompiledModel(self, mode=mode, jacobian=jacobian, jitter=jitter)
 
-    def point_logps(self, point: Mapping[str, Any] | None = None, round_vals: int = 2) -> dict[str, float]:
+    def point_logps(
+        self, point: Mapping[str, Any] | None = None, round_vals: int = 2
+    ) -> dict[str, float]:
         """Return each variable's log-density at ``point`` (default: the initial point).
 
         The way to find the variable that makes the joint log-density -inf or NaN.
@@ -258,7 +262,9 @@ class Model:
             return self.potentials[full]
         if full in self.data:
             return self.data[full]
-        raise KeyError(f"the model has no variable named {name!r}; it has {sorted(self.named_dims)}")
+        raise KeyError(
+            f"the model has no variable named {name!r}; it has {sorted(self.named_dims)}"
+        )
 
     def __contains__(self, name: str) -> bool:
         return name in self.named_dims or self.prefixed(name) in self.named_dims
@@ -286,7 +292,9 @@ def modelcontext(model: Model | None) -> Model:
     return found
 
 
-def Deterministic(name: str, var: Any, dims: Any = None, model: Model | None = None) -> TensorVariable:  # noqa: N802
+def Deterministic(
+    name: str, var: Any, dims: Any = None, model: Model | None = None
+) -> TensorVariable:  # noqa: N802
     """Register ``var`` (an expression of the model's variables) under ``name``.
 
     Its value is computed for every draw and stored with the posterior.
@@ -348,7 +356,9 @@ def set_data(new_data: Mapping[str, Any], model: Model | None = None) -> None:
     for name, value in new_data.items():
         full = name if name in m.data else m.prefixed(name)
         if full not in m.data:
-            raise ModelError(f"set_data: the model has no Data named {name!r}; it has {sorted(m.data)}")
+            raise ModelError(
+                f"set_data: the model has no Data named {name!r}; it has {sorted(m.data)}"
+            )
         var = m.data[full]
         arr = np.asarray(value)
         old = var.get_value(borrow=True)
@@ -365,6 +375,59 @@ def set_data(new_data: Mapping[str, Any], model: Model | None = None) -> None:
                 )
             arr = arr.astype(old.dtype)
         var.set_value(arr)
+
+
+def freeze_dims_and_data(model: Model) -> Model:
+    """Return a copy of ``model`` whose Data are constants and dim lengths ints.
+
+    Rewrites see the data (shapes and values) and can simplify more; the copy's
+    compiled functions no longer follow ``set_data``.
+    """
+    replace: dict[Variable, Variable] = {
+        var: kt.constant(var.get_value()) for var in model.data.values()
+    }
+
+    def sub(x: Any) -> Any:
+        return graph_replace(x, replace, strict=False) if isinstance(x, Variable) else x
+
+    frozen = Model(name=model.name)
+    frozen.coords = dict(model.coords)
+    for dim, length in model.dim_lengths.items():
+        if isinstance(length, Variable):
+            length = int(function_of_nothing(sub(length)))
+        frozen.dim_lengths[dim] = length
+    for info in model.variables.values():
+        rv = sub(info.rv)
+        new = dataclasses.replace(
+            info,
+            rv=rv,
+            params=[sub(p) for p in info.params],
+            value=replace.get(info.value, info.value),  # type: ignore[arg-type]
+            transform=_frozen_transform(info.transform, sub),
+        )
+        replace[info.rv] = rv
+        frozen.register(new)
+    for name, det in model.deterministics.items():
+        frozen.add_deterministic(name, sub(det), model.named_dims.get(name))
+    for name, pot in model.potentials.items():
+        frozen.add_potential(name, sub(pot))
+    return frozen
+
+
+def _frozen_transform(t: Transform | None, sub: Any) -> Transform | None:
+    """Return ``t`` with the expressions it holds (interval bounds) substituted."""
+    if t is None:
+        return None
+    if isinstance(t, ChainTransform):
+        return ChainTransform(*[_frozen_transform(s, sub) for s in t.transforms])  # type: ignore[misc]
+    if isinstance(t, IntervalTransform) and type(t) is IntervalTransform:
+        return IntervalTransform(sub(t.lower), sub(t.upper))
+    return t
+
+
+def function_of_nothing(x: Variable) -> Any:
+    """Return the value of ``x``, an expression of constants only."""
+    return function([], x, mode="FAST_COMPILE")()
 
 
 def _as_dims(dims: Any, ndim: int | None, what: str) -> tuple[str, ...] | None:
