@@ -7,7 +7,9 @@ noisy, so compare ratios within one file, not seconds across files). The Stage-1
 benchmarks of the models M1-M4 (``stage1.py``) go under the key ``"stage1"``, the
 Numba-backend ones (``stage2.py``: cold / warm compile in new processes, per call
 against hand-written ``@njit``, tiny-graph call overhead) under ``"stage2"``, the
-random draws against NumPy's Generator (``random_draws.py``) under ``"random"``.
+random draws against NumPy's Generator (``random_draws.py``) under ``"random"``, and
+the model layer's first line -> compiled logp+grad (``model_compile.py``) under
+``"model_compile"``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 import kiln
 import kiln.tensor as kt
+import model_compile
 import random_draws
 import stage2
 from stage1 import format_table, run_stage1
@@ -129,6 +132,8 @@ def main() -> None:
         report["stage2"] = stage2.run_stage2(args.models)
     if not args.no_random:
         report["random"] = random_draws.run_random(args.repeats)
+    if not args.no_model:
+        report["model_compile"] = model_compile.run_model_compile(tuple(args.models))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     for name, res in results.items():
@@ -141,6 +146,8 @@ def main() -> None:
         print(stage2.format_table(report["stage2"]))
     if "random" in report:
         print(random_draws.format_table(report["random"]))
+    if "model_compile" in report:
+        print(model_compile.format_table(report["model_compile"]))
     print(f"wrote {args.output}")
 
 

@@ -133,22 +133,25 @@ class CompiledModel:
             info.value: kt.reshape(x[b.slice], b.shape) if b.shape else x[b.slice.start]
             for info, b in zip(free, self.layout, strict=True)
         }
-        logp = graph_replace(graph.total(jacobian), pieces, strict=False)
-        dlogp = grad(logp, x)  # type: ignore[arg-type]
-        self.function = function([x], [logp, dlogp], mode=mode, trust_input=True)
-        self._logp = function([x], logp, mode=mode, trust_input=True)
+        self._mode = mode
+        self._pieces = pieces
+        self._logp_graph = graph_replace(graph.total(jacobian), pieces, strict=False)
+        dlogp = grad(self._logp_graph, x)  # type: ignore[arg-type]
+        self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
+        self._logp: Function | None = None
+        self._expand: Function | None = None
         names = [*graph.constrained, *graph.deterministics]
-        exprs = [*graph.constrained.values(), *graph.deterministics.values()]
-        self._expand = function(
-            [x], graph_replace(exprs, pieces, strict=False), mode=mode, trust_input=True
-        )
         self.out_names = names
         self.dims = {n: model.named_dims.get(n) for n in names}
         self.coords = dict(model.coords)
         self._start = np.concatenate(
             [np.ravel(start[b.name]).astype("float64") for b in self.layout]
         )
-        self.out_shapes = [np.shape(v) for v in self.expand(self._start).values()]
+
+    @property
+    def out_shapes(self) -> list[tuple[int, ...]]:
+        """The shape of each ``expand`` output (at the initial point)."""
+        return [np.shape(v) for v in self.expand(self._start).values()]
 
     def _flat(self, x: Any) -> np.ndarray:
         arr = np.ascontiguousarray(x, dtype="float64")
@@ -164,11 +167,21 @@ class CompiledModel:
         return float(logp), np.ascontiguousarray(dlogp)
 
     def logp(self, x: Any) -> float:
-        """Return the log-density at ``x`` (for gradient-free samplers)."""
+        """Return the log-density at ``x`` (for gradient-free samplers; compiled at first use)."""
+        if self._logp is None:
+            self._logp = function([self._x], self._logp_graph, mode=self._mode, trust_input=True)
         return float(self._logp(self._flat(x)))
 
     def expand(self, x: Any) -> dict[str, np.ndarray]:
-        """Return the constrained free variables and the deterministics at ``x``."""
+        """Return the constrained free variables and the deterministics at ``x``.
+
+        Compiled at the first use (samplers need it only for their draws).
+        """
+        if self._expand is None:
+            graph = self.graph
+            exprs = [*graph.constrained.values(), *graph.deterministics.values()]
+            outputs = graph_replace(exprs, self._pieces, strict=False)
+            self._expand = function([self._x], outputs, mode=self._mode, trust_input=True)
         values = self._expand(self._flat(x))
         values = values if isinstance(values, list) else [values]
         return {n: np.asarray(v) for n, v in zip(self.out_names, values, strict=True)}
