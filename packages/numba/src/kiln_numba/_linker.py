@@ -53,8 +53,10 @@ _NAMESPACE = "numba"
 
 @functools.cache
 def code_fingerprint() -> str:
-    """Return a digest of the source files compiled into generated code and of Numba's
-    and llvmlite's versions: kiln_numba's, and kiln_random's (its draws' ``core_fn``)."""
+    """Return a digest of the sources compiled into generated code, Numba's and llvmlite's.
+
+    The sources are kiln_numba's and kiln_random's (its draws' ``core_fn``).
+    """
     h = hashlib.sha256(f"{numba.__version__}|{llvmlite.__version__}\n".encode())
     for package in ("kiln_numba", "kiln_random"):
         spec = importlib.util.find_spec(package)
