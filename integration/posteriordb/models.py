@@ -15,9 +15,8 @@ latent variables behind them (``theta_trans``, ``f_tilde``) are free.
 Flat priors are ``kl.Flat`` / ``kl.HalfFlat`` (no log-density term; the log-Jacobian
 of the log transform still applies on the unconstrained scale).
 
-``low_dim_gauss_mix`` writes its mixture likelihood as a ``kl.Potential`` of a
-logsumexp (``kl.NormalMixture`` / ``kl.Mixture`` did not exist when it was written);
-the density is the same.
+``low_dim_gauss_mix`` uses ``kl.NormalMixture``; ``build_low_dim_gauss_mix_potential``
+writes the same density as a ``kl.Potential`` of a logsumexp, as a cross-check.
 """
 
 from __future__ import annotations
@@ -195,21 +194,39 @@ def build_blr(data: Mapping[str, Any]) -> kl.Model:
 # --- mixture ----------------------------------------------------------------------------
 
 
+def _gauss_mix_priors() -> tuple[Any, Any, Any]:
+    mu = kl.Normal(
+        "mu", 0.0, 2.0, dims="component", transform=kl.transforms.ordered, initval=[-1.0, 1.0]
+    )
+    sigma = kl.HalfNormal("sigma", 2.0, dims="component")
+    theta = kl.Beta("theta", 5.0, 5.0)
+    return mu, sigma, theta
+
+
 def build_low_dim_gauss_mix(data: Mapping[str, Any]) -> kl.Model:
     """Two-component normal mixture with ordered means and a (0, 1) weight.
 
-    mu[k] ~ Normal(0, 2) (ordered), sigma[k] ~ HalfNormal(2), theta ~ Beta(5, 5).
-
-    The likelihood is a Potential, ``logaddexp(log theta + logN(y | mu[1], sigma[1]),
-    log(1 - theta) + logN(y | mu[2], sigma[2]))`` summed over y.
+    mu[k] ~ Normal(0, 2) (ordered: mu[1] < mu[2]), sigma[k] ~ HalfNormal(2),
+    theta ~ Beta(5, 5); y[n] ~ theta * Normal(mu[1], sigma[1]) + (1 - theta) *
+    Normal(mu[2], sigma[2]), through ``kl.NormalMixture``.
     """
     y = _vec(data, "y")
     with kl.Model(coords={"component": [1, 2]}) as m:
-        mu = kl.Normal(
-            "mu", 0.0, 2.0, dims="component", transform=kl.transforms.ordered, initval=[-1.0, 1.0]
-        )
-        sigma = kl.HalfNormal("sigma", 2.0, dims="component")
-        theta = kl.Beta("theta", 5.0, 5.0)
+        mu, sigma, theta = _gauss_mix_priors()
+        kl.NormalMixture("y", kt.stack([theta, 1.0 - theta]), mu, sigma, observed=y)
+    return m
+
+
+def build_low_dim_gauss_mix_potential(data: Mapping[str, Any]) -> kl.Model:
+    """``low_dim_gauss_mix`` with its likelihood written out as a ``kl.Potential``.
+
+    ``sum(logaddexp(log theta + logN(y | mu[1], sigma[1]), log(1 - theta) +
+    logN(y | mu[2], sigma[2])))``: the same density as :func:`build_low_dim_gauss_mix`
+    without ``kl.NormalMixture`` (a cross-check of it; not in ``POSTERIORS``).
+    """
+    y = _vec(data, "y")
+    with kl.Model(coords={"component": [1, 2]}) as m:
+        mu, sigma, theta = _gauss_mix_priors()
         log_lik = kt.logaddexp(
             kt.log(theta) + kl.logp(kl.Normal.dist(mu[0], sigma[0]), y),
             kt.log1p(-theta) + kl.logp(kl.Normal.dist(mu[1], sigma[1]), y),
