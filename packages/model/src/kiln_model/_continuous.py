@@ -8,11 +8,20 @@ import numpy as np
 
 import kiln_random as kr
 from kiln_graph import Constant, TensorVariable
-from kiln_random import RandomVariable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._distribution import Distribution, broadcast_like
-from kiln_model._math import LOG_2, LOG_2PI, LOG_PI, bound, log_diff_exp, normal_lcdf
+from kiln_model._math import (
+    LOG_2,
+    LOG_2PI,
+    LOG_PI,
+    bound,
+    log_diff_exp,
+    normal_lcdf,
+    xlog1py,
+    xlogy,
+)
+from kiln_random import RandomVariable
 
 
 def _normal_logp(x: Any, mu: Any, sigma: Any) -> Any:
@@ -50,7 +59,10 @@ class HalfNormal(Distribution):
 
     @staticmethod
     def logcdf(value: Any, sigma: Any) -> TensorVariable:
-        return bound(kt.log(kt.erf(value / (sigma * np.sqrt(2.0)))), value >= 0, sigma > 0)
+        # log erf(z), through log1p(-erfc(z)) where erf(z) rounds to 1.
+        z = value / (sigma * np.sqrt(2.0))
+        lcdf = kt.switch(z < 1.0, kt.log(kt.erf(z)), kt.log1p(-kt.erfc(z)))
+        return bound(lcdf, value >= 0, sigma > 0)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, sigma: Any) -> TensorVariable:
@@ -184,7 +196,11 @@ class Exponential(Distribution):
 
     @classmethod
     def rv_params(cls, lam: Any = None) -> tuple[Any, ...]:
-        return (1.0 / kt.as_tensor(lam, dtype="float64") if not isinstance(lam, int | float) else 1.0 / lam,)
+        return (
+            1.0 / kt.as_tensor(lam, dtype="float64")
+            if not isinstance(lam, int | float)
+            else 1.0 / lam,
+        )
 
     @staticmethod
     def logp(value: Any, scale: Any) -> TensorVariable:
@@ -200,7 +216,7 @@ class Gamma(Distribution):
 
     rv_op = kr.OPS["gamma"]
     params = ("alpha", "beta")
-    support = "positive"
+    support = "nonnegative"  # the density at 0 is finite for alpha = 1 (Exponential)
 
     @classmethod
     def rv_params(cls, alpha: Any = None, beta: Any = None) -> tuple[Any, ...]:
@@ -208,8 +224,10 @@ class Gamma(Distribution):
 
     @staticmethod
     def logp(value: Any, shape: Any, scale: Any) -> TensorVariable:
-        logp = -kt.gammaln(shape) - shape * kt.log(scale) + (shape - 1.0) * kt.log(value) - value / scale
-        return bound(logp, value > 0, shape > 0, scale > 0)
+        logp = (
+            -kt.gammaln(shape) - shape * kt.log(scale) + xlogy(shape - 1.0, value) - value / scale
+        )
+        return bound(logp, value >= 0, shape > 0, scale > 0)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, shape: Any, scale: Any) -> TensorVariable:
@@ -225,7 +243,8 @@ class Beta(Distribution):
 
     @staticmethod
     def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
-        logp = (alpha - 1.0) * kt.log(value) + (beta - 1.0) * kt.log1p(-value) - kt.betaln(alpha, beta)
+        # xlogy: with alpha = 1 (beta = 1) the density is finite at 0 (at 1).
+        logp = xlogy(alpha - 1.0, value) + xlog1py(beta - 1.0, -value) - kt.betaln(alpha, beta)
         return bound(logp, value >= 0, value <= 1, alpha > 0, beta > 0)
 
     @classmethod
@@ -243,7 +262,9 @@ class InverseGamma(Distribution):
 
     @staticmethod
     def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
-        logp = alpha * kt.log(beta) - kt.gammaln(alpha) - (alpha + 1.0) * kt.log(value) - beta / value
+        logp = (
+            alpha * kt.log(beta) - kt.gammaln(alpha) - (alpha + 1.0) * kt.log(value) - beta / value
+        )
         return bound(logp, value > 0, alpha > 0, beta > 0)
 
     @classmethod
@@ -296,6 +317,19 @@ class HalfStudentT(Distribution):
         return broadcast_like(sigma, rv)
 
 
+def _cauchy_lcdf(z: Any) -> Any:
+    """Return ``log(1/2 + arctan(z) / pi)`` with no cancellation in either tail.
+
+    In the tails ``1/2 + arctan(z) / pi`` is ``arctan(-1/z) / pi`` (z < -1) and
+    ``1 - arctan(1/z) / pi`` (z > 1).
+    """
+    z = kt.as_tensor(z)
+    lower = kt.log(kt.arctan(-1.0 / z)) - LOG_PI
+    upper = kt.log1p(-kt.arctan(1.0 / z) / np.pi)
+    middle = kt.log(0.5 + kt.arctan(z) / np.pi)
+    return kt.switch(z < -1.0, lower, kt.switch(z > 1.0, upper, middle))
+
+
 class Cauchy(Distribution):
     """Cauchy(alpha, beta): location ``alpha``, scale ``beta``."""
 
@@ -309,7 +343,7 @@ class Cauchy(Distribution):
 
     @staticmethod
     def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
-        return bound(kt.log(0.5 + kt.arctan((value - alpha) / beta) / np.pi), beta > 0)
+        return bound(_cauchy_lcdf((value - alpha) / beta), beta > 0)
 
 
 class HalfCauchy(Distribution):
@@ -326,7 +360,14 @@ class HalfCauchy(Distribution):
 
     @staticmethod
     def logcdf(value: Any, beta: Any) -> TensorVariable:
-        return bound(kt.log(2.0 / np.pi * kt.arctan(value / beta)), value >= 0, beta > 0)
+        # log(2/pi arctan(z)); above z = 1 as log1p(-2/pi arctan(1/z)), which does not round.
+        z = value / beta
+        lcdf = kt.switch(
+            z > 1.0,
+            kt.log1p(-2.0 / np.pi * kt.arctan(1.0 / z)),
+            kt.log(2.0 / np.pi * kt.arctan(z)),
+        )
+        return bound(lcdf, value >= 0, beta > 0)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, beta: Any) -> TensorVariable:
@@ -378,7 +419,7 @@ class Weibull(Distribution):
     @staticmethod
     def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
         z = value / beta
-        logp = kt.log(alpha) - kt.log(beta) + (alpha - 1.0) * kt.log(z) - z**alpha
+        logp = kt.log(alpha) - kt.log(beta) + xlogy(alpha - 1.0, z) - z**alpha
         return bound(logp, value >= 0, alpha > 0, beta > 0)
 
     @staticmethod
@@ -413,13 +454,20 @@ class TruncatedNormal(Distribution):
 
     @staticmethod
     def logcdf(value: Any, mu: Any, sigma: Any, lower: Any, upper: Any) -> TensorVariable:
-        inside = _log_normal_mass(mu, sigma, lower, value) - _log_normal_mass(mu, sigma, lower, upper)
+        # CDF = mass(lower, value) / Z, or 1 - mass(value, upper) / Z above the median:
+        # each is accurate where it is small.
+        log_z = _log_normal_mass(mu, sigma, lower, upper)
+        below = _log_normal_mass(mu, sigma, lower, value) - log_z
+        above = kt.log1mexp(_log_normal_mass(mu, sigma, value, upper) - log_z)
+        inside = kt.switch(below < -LOG_2, below, above)
         return bound(
-            kt.switch(value < lower, -np.inf, kt.switch(value > upper, 0.0, inside)), sigma > 0
+            kt.switch(value <= lower, -np.inf, kt.switch(value >= upper, 0.0, inside)), sigma > 0
         )
 
     @classmethod
-    def support_point(cls, rv: TensorVariable, mu: Any, sigma: Any, lower: Any, upper: Any) -> TensorVariable:
+    def support_point(
+        cls, rv: TensorVariable, mu: Any, sigma: Any, lower: Any, upper: Any
+    ) -> TensorVariable:
         mid = kt.switch(
             kt.isinf(lower),
             kt.switch(kt.isinf(upper), mu, upper - 1.0),

@@ -10,7 +10,7 @@ import kiln_random as kr
 from kiln_graph import KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model._distribution import Distribution, broadcast_like
-from kiln_model._math import bound, xlog1py, xlogy
+from kiln_model._math import bound, log1m, xlog1m, xlogy
 
 
 def _p_from(cls_name: str, p: Any, logit_p: Any) -> Any:
@@ -37,13 +37,13 @@ class Bernoulli(Distribution):
 
     @staticmethod
     def logp(value: Any, p: Any) -> TensorVariable:
-        logp = kt.switch(kt.eq(value, 1), kt.log(p), kt.log1p(-p))
+        logp = kt.switch(kt.eq(value, 1), kt.log(p), log1m(p))
         return bound(logp, kt.logical_or(kt.eq(value, 0), kt.eq(value, 1)), p >= 0, p <= 1)
 
     @staticmethod
     def logcdf(value: Any, p: Any) -> TensorVariable:
         return bound(
-            kt.switch(value < 0, -np.inf, kt.switch(value < 1, kt.log1p(-p), 0.0)), p >= 0, p <= 1
+            kt.switch(value < 0, -np.inf, kt.switch(value < 1, log1m(p), 0.0)), p >= 0, p <= 1
         )
 
     @classmethod
@@ -70,7 +70,7 @@ class Binomial(Distribution):
             - kt.gammaln(value + 1.0)
             - kt.gammaln(n - value + 1.0)
             + xlogy(value, p)
-            + xlog1py(n - value, -p)
+            + xlog1m(n - value, p)
         )
         return bound(logp, value >= 0, value <= n, p >= 0, p <= 1)
 
@@ -111,7 +111,7 @@ class NegativeBinomial(Distribution):
     ) -> tuple[Any, ...]:
         if mu is not None and alpha is not None and p is None and n is None:
             alpha_t = kt.as_tensor(alpha, dtype="float64")
-            return (alpha_t, alpha_t / (mu + alpha_t))
+            return (alpha_t, alpha_t / (kt.as_tensor(mu) + alpha_t))
         if n is not None and p is not None and mu is None and alpha is None:
             return (n, p)
         raise KilnTypeError(f"{cls.__name__}: give (mu, alpha) or (n=..., p=...)")
@@ -123,7 +123,7 @@ class NegativeBinomial(Distribution):
             - kt.gammaln(n)
             - kt.gammaln(value + 1.0)
             + n * kt.log(p)
-            + xlog1py(value, -p)
+            + xlog1m(value, p)
         )
         return bound(logp, value >= 0, n > 0, p > 0, p <= 1)
 
@@ -142,11 +142,11 @@ class Geometric(Distribution):
 
     @staticmethod
     def logp(value: Any, p: Any) -> TensorVariable:
-        return bound(xlog1py(value - 1.0, -p) + kt.log(p), value >= 1, p > 0, p <= 1)
+        return bound(xlog1m(value - 1.0, p) + kt.log(p), value >= 1, p > 0, p <= 1)
 
     @staticmethod
     def logcdf(value: Any, p: Any) -> TensorVariable:
-        return bound(kt.log1mexp(value * kt.log1p(-p)), value >= 1, p > 0, p <= 1)
+        return bound(kt.log1mexp(value * log1m(p)), value >= 1, p > 0, p <= 1)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:

@@ -6,7 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from kiln_graph import Elemwise, Variable
 from kiln_graph import tensor as kt
+from kiln_graph._math import Sigmoid
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 LOG_2 = float(np.log(2.0))
@@ -45,3 +47,32 @@ def xlog1py(x: Any, y: Any) -> Any:
     """Return ``x * log1p(y)``, 0 where ``x == 0``."""
     x = kt.as_tensor(x)
     return kt.switch(kt.eq(x, 0), 0.0, x * kt.log1p(y))
+
+
+def _sigmoid_input(p: Any) -> Any:
+    """Return ``x`` where ``p`` is the graph ``sigmoid(x)``, else None."""
+    node = p.owner if isinstance(p, Variable) else None
+    if (
+        node is not None
+        and isinstance(node.op, Elemwise)
+        and isinstance(node.op.scalar_op, Sigmoid)
+    ):
+        return node.inputs[0]
+    return None
+
+
+def log1m(p: Any) -> Any:
+    """Return ``log(1 - p)``: ``log1p(-p)``, or ``-softplus(x)`` where ``p`` is ``sigmoid(x)``.
+
+    A probability given by its logit (``logit_p=``) reaches a log-density as
+    ``sigmoid(logit_p)``, which rounds to 1 above logit 37: ``log1p(-p)`` would be -inf.
+    (``log(p)`` needs no such care: the stabilize phase rewrites ``log(sigmoid(x))``.)
+    """
+    x = _sigmoid_input(p)
+    return -kt.softplus(x) if x is not None else kt.log1p(-p)
+
+
+def xlog1m(x: Any, p: Any) -> Any:
+    """Return ``x * log(1 - p)`` (see :func:`log1m`), 0 where ``x == 0``."""
+    x = kt.as_tensor(x)
+    return kt.switch(kt.eq(x, 0), 0.0, x * log1m(p))

@@ -10,7 +10,7 @@ import kiln_random as kr
 from kiln_graph import KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model._distribution import Distribution, broadcast_like
-from kiln_model._math import LOG_2PI, bound
+from kiln_model._math import LOG_2PI, bound, xlogy
 
 
 class Dirichlet(Distribution):
@@ -23,7 +23,7 @@ class Dirichlet(Distribution):
     @staticmethod
     def logp(value: Any, a: Any) -> TensorVariable:
         logp = (
-            kt.sum((a - 1.0) * kt.log(value), axis=-1)
+            kt.sum(xlogy(a - 1.0, value), axis=-1)  # finite on a face where a = 1
             + kt.gammaln(kt.sum(a, axis=-1))
             - kt.sum(kt.gammaln(a), axis=-1)
         )
@@ -52,9 +52,7 @@ class Multinomial(Distribution):
         p = p / kt.sum(p, axis=-1, keepdims=True)
         terms = kt.switch(kt.eq(value, 0), 0.0, value * kt.log(p))
         logp = (
-            kt.gammaln(n + 1.0)
-            - kt.sum(kt.gammaln(value + 1.0), axis=-1)
-            + kt.sum(terms, axis=-1)
+            kt.gammaln(n + 1.0) - kt.sum(kt.gammaln(value + 1.0), axis=-1) + kt.sum(terms, axis=-1)
         )
         valid = kt.logical_and(kt.all(value >= 0, axis=-1), kt.eq(kt.sum(value, axis=-1), n))
         return bound(logp, valid, kt.all(p >= 0, axis=-1))
@@ -98,7 +96,12 @@ class MvNormal(Distribution):
             raise KilnTypeError(f"{cls.__name__}: give exactly one of cov and chol")
         if cov is None:
             chol_t = kt.as_tensor(chol, dtype="float64")
-            cov = kt.matmul(chol_t, kt.transpose(chol_t, tuple(range(chol_t.ndim - 2)) + (chol_t.ndim - 1, chol_t.ndim - 2)))
+            cov = kt.matmul(
+                chol_t,
+                kt.transpose(
+                    chol_t, tuple(range(chol_t.ndim - 2)) + (chol_t.ndim - 1, chol_t.ndim - 2)
+                ),
+            )
         return (mu, cov)
 
     @staticmethod

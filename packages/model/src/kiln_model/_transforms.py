@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-
 from kiln_graph import KilnValueError
 from kiln_graph import tensor as kt
 
@@ -219,5 +218,3 @@ simplex = SimplexTransform()
 def interval(lower: Any = None, upper: Any = None) -> IntervalTransform:
     """Return the transform of the interval ``(lower, upper)`` (a side may be None)."""
     return IntervalTransform(lower, upper)
-
-
