@@ -149,7 +149,8 @@ class SimplexTransform(Transform):
     def forward(self, x: Any) -> Any:
         x = kt.as_tensor(x)
         logx = kt.log(x)
-        return logx[..., :-1] - logx[..., -1:]
+        # The last component as a length-1 axis that is static, so that it broadcasts.
+        return logx[..., :-1] - kt.expand_dims(logx[..., -1], -1)
 
     def backward(self, y: Any) -> Any:
         return kt.softmax(self._padded(y), axis=-1)
