@@ -248,18 +248,8 @@ def test_logistic_set_data_changes_the_density():
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "kiln_graph: TensorVariable defines neither __array_ufunc__ = None nor "
-        "__array_priority__, so `ndarray <op> tensor` is computed by NumPy element by "
-        "element into an object ndarray of scalar graphs instead of calling the tensor's "
-        "reflected operator (PyTensor sets __array_priority__); model code that divides "
-        "a data array by a parameter (e.g. a GP kernel) then fails with an unclear "
-        "'dtype object' error"
-    ),
-)
 def test_ndarray_op_tensor_builds_a_graph():
+    """`ndarray <op> tensor` calls the tensor's reflected operator (__array_ufunc__ = None)."""
     sq_dist = np.array([[0.0, 4.0], [4.0, 0.0]])
     with kl.Model() as m:
         rho = kl.HalfNormal("rho", 1.0)

@@ -232,3 +232,10 @@ def test_dist_outside_a_model_is_an_unnamed_draw():
     assert x.type.shape == (3,)
     logp = kl.function([], kl.logp(x, np.array([1.0, 2.0, 3.0])), mode=VM)()
     np.testing.assert_allclose(logp, stats.norm(1, 2).logpdf([1.0, 2.0, 3.0]))
+
+
+def test_an_initial_point_off_the_transform_is_a_clear_error():
+    with kl.Model() as m:
+        kl.Normal("mu", 0, 2, shape=2, transform=kl.transforms.ordered)
+    with pytest.raises(kl.ModelError, match="mu: its initial value .* give initval"):
+        m.initial_point()

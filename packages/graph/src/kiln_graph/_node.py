@@ -125,6 +125,9 @@ class TensorVariable(Variable):
 
     __slots__ = ()
     type: TensorType
+    # ``ndarray <op> variable`` defers to the variable's reflected operator (instead of
+    # NumPy broadcasting the variable as an object element into an object array).
+    __array_ufunc__ = None
 
     @property
     def dtype(self) -> str:

@@ -76,6 +76,13 @@ def initial_point(model: Model, jitter: bool = False, seed: Any = None) -> dict[
     out = {}
     for info, value in zip(free, values, strict=True):
         v = np.array(value)
+        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
+            raise ModelError(
+                f"{info.name}: its initial value on the sampling scale is not finite ({v}); "
+                f"the support point may lie on the edge of its transform "
+                f"({info.transform!r}, e.g. equal values for an ordered vector): give "
+                f"initval=... to {info.name}"
+            )
         if jitter and v.dtype.kind == "f":
             v = v + rng.uniform(-1.0, 1.0, size=v.shape)
         out[info.value.name or info.name] = v
