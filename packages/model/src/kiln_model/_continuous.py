@@ -432,11 +432,27 @@ class Weibull(Distribution):
 
 
 def _log_normal_mass(mu: Any, sigma: Any, lower: Any, upper: Any) -> Any:
-    """Return ``log(Phi(b) - Phi(a))`` of the standardized bounds, accurate in either tail."""
-    a, b = (lower - mu) / sigma, (upper - mu) / sigma
-    lower_tail = log_diff_exp(normal_lcdf(b), normal_lcdf(a))
-    upper_tail = log_diff_exp(normal_lcdf(-a), normal_lcdf(-b))  # by symmetry
-    return kt.switch(a > 0, upper_tail, lower_tail)
+    """Return ``log(Phi(b) - Phi(a))`` of the standardized bounds, accurate in either tail.
+
+    Either bound may be infinite. Infinite bounds never enter the arithmetic, and every
+    branch a switch does not select is computed at finite stand-in bounds ``a < b``: a
+    switch's gradient multiplies the other branch's by 0, and 0 * inf would be NaN.
+    """
+    lo_inf, hi_inf = kt.isinf(lower), kt.isinf(upper)
+    a0 = (kt.switch(lo_inf, 0.0, lower) - mu) / sigma
+    b0 = (kt.switch(hi_inf, 0.0, upper) - mu) / sigma
+    a = kt.switch(lo_inf, kt.switch(hi_inf, -1.0, b0 - 1.0), a0)
+    b = kt.switch(hi_inf, kt.switch(lo_inf, 1.0, a0 + 1.0), b0)
+    # Phi(b) - Phi(a) = Phi(-a) - Phi(-b): reflect an interval above 0 into the lower
+    # tail, where log Phi has all its digits.
+    flip = a > 0
+    lo_z, hi_z = kt.switch(flip, -b, a), kt.switch(flip, -a, b)
+    finite = log_diff_exp(normal_lcdf(hi_z), normal_lcdf(lo_z))
+    return kt.switch(
+        lo_inf,
+        kt.switch(hi_inf, 0.0, normal_lcdf(b)),
+        kt.switch(hi_inf, normal_lcdf(-a), finite),
+    )
 
 
 class TruncatedNormal(Distribution):

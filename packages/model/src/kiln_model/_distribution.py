@@ -99,14 +99,18 @@ class Distribution:
         else:
             t = dist.default_transform(rv) if transform is UNSET else transform
             if t is not None and not isinstance(t, tr.Transform):
-                raise KilnTypeError(f"{full}: transform must be a kiln Transform or None, got {t!r}")
+                raise KilnTypeError(
+                    f"{full}: transform must be a kiln Transform or None, got {t!r}"
+                )
             value = _value_variable(full, rv, t)
             info = VariableInfo(full, rv, dist, value, t, False, dims_t, initval, params)
         m.register(info)
         return rv
 
     @classmethod
-    def dist(cls, *args: Any, size: Any = None, shape: Any = None, rng: Any = None, **kwargs: Any) -> TensorVariable:
+    def dist(
+        cls, *args: Any, size: Any = None, shape: Any = None, rng: Any = None, **kwargs: Any
+    ) -> TensorVariable:
         """Return an unnamed draw of this distribution (not part of any model).
 
         ``size`` is the batch shape (NumPy's); ``shape`` the whole shape of the draw.
@@ -139,7 +143,8 @@ class Distribution:
     def _bind(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(cls.params):
             raise KilnTypeError(
-                f"{cls.__name__}: takes {len(cls.params)} parameter(s) {cls.params}, got {len(args)}"
+                f"{cls.__name__}: takes {len(cls.params)} parameter(s) {cls.params}, "
+                f"got {len(args)}"
             )
         bound = dict(zip(cls.params, args, strict=False))
         for key, value in kwargs.items():

@@ -27,8 +27,13 @@ def bound(logp: Any, *conditions: Any) -> Any:
 def normal_lcdf(z: Any) -> Any:
     """Return ``log Phi(z)``, accurate in both tails (erfcx in the lower tail)."""
     z = kt.as_tensor(z)
-    lower = kt.log(0.5 * kt.erfcx(-z * _SQRT_HALF)) - 0.5 * z * z
-    upper = kt.log1p(-0.5 * kt.erfc(z * _SQRT_HALF))
+    # Each branch sees only its own side of -1, so the one a switch does not select stays
+    # finite (erfcx(-z) overflows for large z, log1p(-1) for very negative z), and so does
+    # its gradient: a switch's gradient multiplies the other branch's by 0, and 0 * inf
+    # would be NaN.
+    zl, zu = kt.minimum(z, -1.0), kt.maximum(z, -1.0)
+    lower = kt.log(0.5 * kt.erfcx(-zl * _SQRT_HALF)) - 0.5 * zl * zl
+    upper = kt.log1p(-0.5 * kt.erfc(zu * _SQRT_HALF))
     return kt.switch(z < -1.0, lower, upper)
 
 
