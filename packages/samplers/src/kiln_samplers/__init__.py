@@ -1,0 +1,24 @@
+"""kiln_samplers: samplers over the compiled-model protocol (no graphs here).
+
+kiln's NUTS (:func:`sample_nuts`): multinomial trajectories with the generalized
+no-U-turn criterion, Stan's windowed warm-up (diagonal mass matrix, dual-averaging
+step size), chains in parallel threads. Its transitions run in one compiled Numba
+kernel when the model brings a native log-density (``NativeLogpGrad``), in Python
+otherwise. Results become ArviZ data with :func:`to_datatree`.
+"""
+
+from kiln_samplers._nuts import STAT_NAMES as STAT_NAMES
+from kiln_samplers._nuts import ChainState as ChainState
+from kiln_samplers._nuts import NutsSettings as NutsSettings
+from kiln_samplers._nuts import init_chain as init_chain
+from kiln_samplers._nuts import run_chain as run_chain
+from kiln_samplers._protocol import LOGP_GRAD_SIGNATURE as LOGP_GRAD_SIGNATURE
+from kiln_samplers._protocol import CompiledModel as CompiledModel
+from kiln_samplers._protocol import NativeLogpGrad as NativeLogpGrad
+from kiln_samplers._results import SamplingWarning as SamplingWarning
+from kiln_samplers._results import check_diagnostics as check_diagnostics
+from kiln_samplers._results import to_datatree as to_datatree
+from kiln_samplers._sample import SamplingInterrupted as SamplingInterrupted
+from kiln_samplers._sample import Trace as Trace
+from kiln_samplers._sample import chain_seeds as chain_seeds
+from kiln_samplers._sample import sample_nuts as sample_nuts

@@ -1,0 +1,214 @@
+"""kiln's NUTS: a functional core over a typed chain state, and a thin class on top.
+
+``init_chain`` makes a :class:`ChainState`; ``run_chain`` advances it through warm-up
+(Stan's windowed adaptation of a diagonal mass matrix and dual-averaging step size)
+and sampling, in chunks: each chunk runs in compiled code (the Numba kernel, calling
+the model's native log-density, GIL released) or, for models without one, in Python
+calling ``model.logp_dlogp``. Between chunks the schedule is applied and progress
+reported, and a stop request ends the chain early.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kiln_samplers import _nuts_core as core
+from kiln_samplers._adaptation import regularized_variance, warmup_schedule
+from kiln_samplers._protocol import CompiledModel, NativeLogpGrad
+
+#: The statistics of each draw, in the order of the stats array (kiln's names).
+STAT_NAMES = (
+    "diverging",
+    "energy",
+    "energy_error",
+    "max_energy_error",
+    "tree_depth",
+    "n_steps",
+    "step_size",
+    "acceptance_rate",
+    "lp",
+    "step_size_bar",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NutsSettings:
+    """NUTS options: ``target_accept``, ``max_treedepth``, ``max_energy_error``."""
+
+    target_accept: float = 0.8
+    max_treedepth: int = 10
+    max_energy_error: float = 1000.0
+    chunk: int = 50
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.target_accept < 1.0:
+            raise ValueError(
+                f"target_accept: expected a number in (0, 1), got {self.target_accept}"
+            )
+        if not (isinstance(self.max_treedepth, int) and 1 <= self.max_treedepth <= 30):
+            raise ValueError(f"max_treedepth: expected an int in [1, 30], got {self.max_treedepth}")
+
+
+@dataclasses.dataclass
+class ChainState:
+    """One chain: position, log-density and gradient, metric, step-size state, generator."""
+
+    q: np.ndarray
+    logp: float
+    grad: np.ndarray
+    inv_mass: np.ndarray
+    adapt: np.ndarray  # the dual-averaging slots of _nuts_core (LOG_EPS, ...)
+    welford: np.ndarray  # (3, n): count, mean, M2 of the current mass-matrix window
+    rng: np.random.Generator
+
+
+@dataclasses.dataclass
+class ChainResult:
+    """What a chain drew: unconstrained draws, per-draw statistics, draws completed."""
+
+    draws: np.ndarray
+    stats: np.ndarray
+    n_done: int
+    warmup_done: bool
+
+
+def _python_fn(model: CompiledModel) -> Callable[..., float]:
+    def fn(x: np.ndarray, grad: np.ndarray, user_data: Any) -> float:
+        logp, g = model.logp_dlogp(x)
+        grad[:] = g
+        return logp
+
+    return fn
+
+
+def _find_step_size(fn: Callable[..., float], user_data: Any, state: ChainState) -> float:
+    """Stan's heuristic: double or halve the step until one leapfrog's acceptance crosses 0.8."""
+    n = state.q.shape[0]
+    rng = state.rng
+    p = rng.standard_normal(n) / np.sqrt(state.inv_mass)
+    h0 = -state.logp + core.kinetic(p, state.inv_mass)
+    q1, p1, g1 = np.empty(n), np.empty(n), np.empty(n)
+
+    def delta(eps: float) -> float:
+        logp = core.leapfrog(fn, user_data, state.q, p, state.grad, eps, state.inv_mass, q1, p1, g1)
+        h1 = -logp + core.kinetic(p1, state.inv_mass)
+        return h0 - h1 if math.isfinite(h1) else -np.inf
+
+    eps = 1.0
+    up = delta(eps) > math.log(0.8)
+    for _ in range(60):
+        eps = eps * 2.0 if up else eps / 2.0
+        if (delta(eps) > math.log(0.8)) != up:
+            break
+    return eps
+
+
+def init_chain(model: CompiledModel, seed: Any, max_tries: int = 20) -> ChainState:
+    """Return a chain's initial state: a jittered start with a finite log-density."""
+    rng = np.random.default_rng(seed)
+    for _ in range(max_tries):
+        q = np.ascontiguousarray(model.initial_point(rng.integers(2**63)), dtype="float64")
+        logp, grad = model.logp_dlogp(q)
+        if math.isfinite(logp) and np.all(np.isfinite(grad)):
+            break
+    else:
+        raise ValueError(
+            f"no initial point with a finite log-density in {max_tries} tries (last logp "
+            f"{logp}); check the model's support points (point_logps names the culprit)"
+        )
+    n = q.shape[0]
+    return ChainState(
+        q=q,
+        logp=float(logp),
+        grad=np.ascontiguousarray(grad, dtype="float64").copy(),
+        inv_mass=np.ones(n),
+        adapt=np.zeros(5),
+        welford=np.zeros((3, n)),
+        rng=rng,
+    )
+
+
+def _restart_step_size(state: ChainState, eps: float) -> None:
+    a = state.adapt
+    a[core.LOG_EPS] = math.log(eps)
+    a[core.MU] = math.log(10.0 * eps)
+    a[core.LOG_EPS_BAR] = 0.0
+    a[core.H_BAR] = 0.0
+    a[core.COUNT] = 0.0
+
+
+def run_chain(
+    model: CompiledModel,
+    state: ChainState,
+    draws: int,
+    tune: int,
+    settings: NutsSettings,
+    native: NativeLogpGrad | None = None,
+    progress: Callable[[int, np.ndarray], None] | None = None,
+    stop: threading.Event | None = None,
+) -> ChainResult:
+    """Warm up for ``tune`` iterations, then draw ``draws`` points; return the draws.
+
+    ``progress(n_new, stats_of_new)`` is called after each chunk; setting ``stop`` ends
+    the chain after the current chunk (the result then holds what was drawn).
+    """
+    if native is not None:
+        # Numba is optional (a model without a native log-density runs in Python): the
+        # kernel's module imports it, so it is imported only when used.
+        from kiln_samplers._numba_nuts import compiled_sample_chunk
+
+        kernel = compiled_sample_chunk()
+        fn, user_data = native.fn, native.user_data
+    else:
+        kernel, fn, user_data = core.sample_chunk, _python_fn(model), None
+    n = state.q.shape[0]
+    _restart_step_size(state, _find_step_size(fn, user_data, state))
+    window_start, ends = warmup_schedule(tune)
+    last_end = ends[-1] if ends else 0
+    warm_draws = np.empty((min(settings.chunk, max(tune, 1)), n))
+    warm_stats = np.empty((min(settings.chunk, max(tune, 1)), core.N_STATS))
+    boundaries = sorted({window_start, *ends, tune} - {0})
+    i = 0
+    while i < tune:
+        if stop is not None and stop.is_set():
+            return ChainResult(np.empty((0, n)), np.empty((0, len(STAT_NAMES))), 0, False)
+        stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
+        m = stop_at - i
+        collect = window_start <= i < last_end
+        state.logp = kernel(
+            fn, user_data, state.rng, state.q, state.grad, state.logp, state.inv_mass,
+            state.adapt, state.welford, m, warm_draws, warm_stats, settings.target_accept,
+            settings.max_treedepth, settings.max_energy_error, True, collect,
+        )  # fmt: skip
+        i = stop_at
+        if i in ends:
+            state.inv_mass = regularized_variance(state.welford)
+            state.welford[:] = 0.0
+            _restart_step_size(state, _find_step_size(fn, user_data, state))
+        if progress is not None:
+            progress(m, warm_stats[:m])
+    out_draws = np.empty((draws, n))
+    out_stats = np.empty((draws, core.N_STATS))
+    i = 0
+    while i < draws:
+        if stop is not None and stop.is_set():
+            break
+        m = min(settings.chunk, draws - i)
+        state.logp = kernel(
+            fn, user_data, state.rng, state.q, state.grad, state.logp, state.inv_mass,
+            state.adapt, state.welford, m, out_draws[i : i + m], out_stats[i : i + m],
+            settings.target_accept, settings.max_treedepth, settings.max_energy_error,
+            False, False,
+        )  # fmt: skip
+        i += m
+        if progress is not None:
+            progress(m, out_stats[i - m : i])
+    eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
+    stats = np.concatenate([out_stats[:i], np.full((i, 1), eps_bar)], axis=1)
+    return ChainResult(out_draws[:i], stats, i, True)

@@ -1,0 +1,274 @@
+"""The NUTS transition: multinomial sampling, generalized U-turn, iterative trees.
+
+Plain Python in the subset Numba compiles: :mod:`kiln_samplers._numba_nuts` compiles
+these functions once (a model's log-density is a function-pointer argument, so one
+cached compile serves every model); the Python path runs them as they are, calling a
+Python callable. Either way ``fn(x, grad, user_data) -> logp`` writes the gradient of
+the log-density at ``x`` into ``grad``.
+
+The tree is built as in NumPyro's iterative NUTS: a subtree of 2**depth leapfrog
+steps is grown one leaf at a time from the end of the trajectory in a random
+direction, keeping momentum checkpoints so that the U-turn criterion (Betancourt's
+generalized one, on the sum of momenta) is checked on every balanced sub-subtree as
+it completes. Leaves are sampled in proportion to exp(-energy) (multinomial, biased
+progressive sampling at the top level); a leaf whose energy error passes
+``max_energy_error`` is a divergence and ends the trajectory.
+
+Per transition, ``stats`` receives: diverging, energy, energy_error, max_energy_error,
+tree_depth, n_steps, step_size, acceptance_rate (the mean Metropolis acceptance over
+the leaves, which step-size adaptation targets) and lp.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+N_STATS = 9
+DIVERGING, ENERGY, ENERGY_ERROR, MAX_ENERGY_ERROR, TREE_DEPTH, N_STEPS, STEP_SIZE, ACCEPT, LP = (
+    range(N_STATS)
+)
+
+
+def kinetic(p, inv_mass):  # type: ignore[no-untyped-def]
+    """Return 0.5 * p' M^-1 p for a diagonal inverse mass ``inv_mass``."""
+    total = 0.0
+    for i in range(p.shape[0]):
+        total += p[i] * p[i] * inv_mass[i]
+    return 0.5 * total
+
+
+def is_turning(p_left, p_right, p_sum, inv_mass):  # type: ignore[no-untyped-def]
+    """Generalized U-turn: the momentum sum points against either end's velocity."""
+    left = 0.0
+    right = 0.0
+    for i in range(p_sum.shape[0]):
+        rho = p_sum[i] - 0.5 * (p_left[i] + p_right[i])
+        left += inv_mass[i] * p_left[i] * rho
+        right += inv_mass[i] * p_right[i] * rho
+    return left <= 0.0 or right <= 0.0
+
+
+def leapfrog(fn, user_data, q, p, g, eps, inv_mass, q_out, p_out, g_out):  # type: ignore[no-untyped-def]
+    """One leapfrog step of size ``eps`` from (q, p, grad g); return the new logp."""
+    n = q.shape[0]
+    for i in range(n):
+        p_out[i] = p[i] + 0.5 * eps * g[i]
+    for i in range(n):
+        q_out[i] = q[i] + eps * inv_mass[i] * p_out[i]
+    logp = fn(q_out, g_out, user_data)
+    for i in range(n):
+        p_out[i] = p_out[i] + 0.5 * eps * g_out[i]
+    return logp
+
+
+def _ckpt_indices(n):  # type: ignore[no-untyped-def]
+    """Return the checkpoint range of leaf ``n``: (idx_min, idx_max)."""
+    idx_max = 0
+    m = n >> 1
+    while m:
+        idx_max += m & 1
+        m >>= 1
+    trailing = 0
+    m = n
+    while m & 1:
+        trailing += 1
+        m >>= 1
+    return idx_max - trailing + 1, idx_max
+
+
+def nuts_step(  # type: ignore[no-untyped-def]
+    fn,
+    user_data,
+    rng,
+    q,
+    logp,
+    grad,
+    eps,
+    inv_mass,
+    max_depth,
+    max_energy_error,
+    stats,
+):
+    """Run one NUTS transition from (q, logp, grad): update them in place; fill ``stats``.
+
+    Returns the new log-density.
+    """
+    n = q.shape[0]
+    p0 = np.empty(n)
+    for i in range(n):
+        p0[i] = rng.standard_normal() / math.sqrt(inv_mass[i])
+    energy0 = -logp + kinetic(p0, inv_mass)
+
+    # The trajectory's two ends (position, momentum, gradient) and its momentum sum.
+    q_left, p_left, g_left = q.copy(), p0.copy(), grad.copy()
+    q_right, p_right, g_right = q.copy(), p0.copy(), grad.copy()
+    p_sum = p0.copy()
+    log_w = 0.0  # log of the sum of the leaves' weights exp(-energy error)
+    q_prop, g_prop = q.copy(), grad.copy()
+    logp_prop = logp
+
+    # Work arrays of one subtree.
+    q_new, p_new, g_new = np.empty(n), np.empty(n), np.empty(n)
+    sub_q, sub_g = np.empty(n), np.empty(n)
+    sub_p_sum = np.empty(n)
+    p_ckpts = np.empty((max_depth + 1, n))
+    p_sum_ckpts = np.empty((max_depth + 1, n))
+
+    depth = 0
+    n_steps = 0
+    diverging = False
+    sum_accept = 0.0
+    max_error = 0.0
+    chosen_error = 0.0
+    while depth < max_depth:
+        forward = rng.random() < 0.5
+        step = eps if forward else -eps
+        if forward:
+            q_cur, p_cur, g_cur = q_right.copy(), p_right.copy(), g_right.copy()
+        else:
+            q_cur, p_cur, g_cur = q_left.copy(), p_left.copy(), g_left.copy()
+        n_leaves = 1 << depth
+        sub_log_w = -np.inf
+        sub_logp = 0.0
+        sub_error = 0.0
+        sub_turning = False
+        for i in range(n):
+            sub_p_sum[i] = 0.0
+        for leaf in range(n_leaves):
+            leaf_logp = leapfrog(
+                fn, user_data, q_cur, p_cur, g_cur, step, inv_mass, q_new, p_new, g_new
+            )
+            n_steps += 1
+            for i in range(n):
+                q_cur[i], p_cur[i], g_cur[i] = q_new[i], p_new[i], g_new[i]
+            energy = -leaf_logp + kinetic(p_cur, inv_mass)
+            error = energy - energy0
+            if not math.isfinite(error):
+                error = np.inf
+            if abs(error) > max_error:
+                max_error = abs(error)
+            sum_accept += math.exp(min(0.0, -error)) if error < np.inf else 0.0
+            if error > max_energy_error:
+                diverging = True
+                break
+            # Multinomial sampling within the subtree (uniform progressive).
+            leaf_w = -error
+            new_sub_log_w = np.logaddexp(sub_log_w, leaf_w)
+            if rng.random() < math.exp(leaf_w - new_sub_log_w):
+                for i in range(n):
+                    sub_q[i], sub_g[i] = q_cur[i], g_cur[i]
+                sub_logp = leaf_logp
+                sub_error = error
+            sub_log_w = new_sub_log_w
+            for i in range(n):
+                sub_p_sum[i] += p_cur[i]
+            # U-turn checks of every balanced sub-subtree ending at this leaf.
+            idx_min, idx_max = _ckpt_indices(leaf)
+            if leaf % 2 == 0:
+                for i in range(n):
+                    p_ckpts[idx_max, i] = p_cur[i]
+                    p_sum_ckpts[idx_max, i] = sub_p_sum[i]
+            else:
+                for k in range(idx_max, idx_min - 1, -1):
+                    part = sub_p_sum - p_sum_ckpts[k] + p_ckpts[k]
+                    if is_turning(p_ckpts[k], p_cur, part, inv_mass):  # symmetric in the ends
+                        sub_turning = True
+                        break
+                if sub_turning:
+                    break
+        depth += 1
+        if forward:
+            q_right, p_right, g_right = q_cur, p_cur, g_cur
+        else:
+            q_left, p_left, g_left = q_cur, p_cur, g_cur
+        if diverging or sub_turning:
+            break
+        # Biased progressive sampling between the old tree and the new subtree.
+        if rng.random() < math.exp(min(0.0, sub_log_w - log_w)):
+            for i in range(n):
+                q_prop[i], g_prop[i] = sub_q[i], sub_g[i]
+            logp_prop = sub_logp
+            chosen_error = sub_error
+        log_w = np.logaddexp(log_w, sub_log_w)
+        for i in range(n):
+            p_sum[i] += sub_p_sum[i]
+        if is_turning(p_left, p_right, p_sum, inv_mass):
+            break
+    for i in range(n):
+        q[i] = q_prop[i]
+        grad[i] = g_prop[i]
+    stats[DIVERGING] = 1.0 if diverging else 0.0
+    stats[ENERGY] = energy0 + chosen_error
+    stats[ENERGY_ERROR] = chosen_error
+    stats[MAX_ENERGY_ERROR] = max_error
+    stats[TREE_DEPTH] = depth
+    stats[N_STEPS] = n_steps
+    stats[STEP_SIZE] = eps
+    stats[ACCEPT] = sum_accept / max(n_steps, 1)
+    stats[LP] = logp_prop
+    return logp_prop
+
+
+# Slots of the step-size adaptation state (dual averaging, Hoffman & Gelman 2014).
+LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU = range(5)
+GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
+
+
+def dual_averaging(adapt, accept, target):  # type: ignore[no-untyped-def]
+    """Update the step-size state ``adapt`` after a transition with acceptance ``accept``."""
+    adapt[COUNT] += 1.0
+    t = adapt[COUNT]
+    eta = 1.0 / (t + T0)
+    adapt[H_BAR] = (1.0 - eta) * adapt[H_BAR] + eta * (target - accept)
+    adapt[LOG_EPS] = adapt[MU] - math.sqrt(t) / GAMMA * adapt[H_BAR]
+    weight = t ** (-KAPPA)
+    adapt[LOG_EPS_BAR] = weight * adapt[LOG_EPS] + (1.0 - weight) * adapt[LOG_EPS_BAR]
+
+
+def sample_chunk(  # type: ignore[no-untyped-def]
+    fn,
+    user_data,
+    rng,
+    q,
+    grad,
+    logp,
+    inv_mass,
+    adapt,
+    welford,
+    n_draws,
+    draws,
+    stats,
+    target_accept,
+    max_depth,
+    max_energy_error,
+    adapt_step_size,
+    collect_variance,
+):
+    """Run ``n_draws`` transitions; write each point and its stats; return the last logp.
+
+    While ``adapt_step_size``, each transition uses ``exp(adapt[LOG_EPS])`` and updates
+    it; otherwise ``exp(adapt[LOG_EPS_BAR])``. While ``collect_variance``, each point
+    goes into ``welford`` (rows: count, mean, M2) for the next mass matrix.
+    """
+    n = q.shape[0]
+    for k in range(n_draws):
+        eps = math.exp(adapt[LOG_EPS] if adapt_step_size else adapt[LOG_EPS_BAR])
+        row = stats[k]
+        logp = nuts_step(
+            fn, user_data, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error, row
+        )
+        if adapt_step_size:
+            accept = row[ACCEPT] if math.isfinite(row[ACCEPT]) else 0.0
+            dual_averaging(adapt, accept, target_accept)
+        if collect_variance:
+            welford[0, 0] += 1.0
+            count = welford[0, 0]
+            for i in range(n):
+                delta = q[i] - welford[1, i]
+                welford[1, i] += delta / count
+                welford[2, i] += delta * (q[i] - welford[1, i])
+        for i in range(n):
+            draws[k, i] = q[i]
+    return logp

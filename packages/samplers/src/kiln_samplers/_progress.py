@@ -1,0 +1,45 @@
+"""Progress bars per chain (tqdm): draws per second and divergences; off on request."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from kiln_samplers import _nuts_core as core
+
+
+class Progress:
+    """One bar per chain, updated from the chains' threads after each chunk."""
+
+    def __init__(self, chains: int, total: int, enabled: bool = True) -> None:
+        self._bars: list[Any] = []
+        self._divergences = [0] * chains
+        self._lock = threading.Lock()
+        if enabled:
+            self._bars = [
+                tqdm(total=total, desc=f"chain {c}", position=c, leave=True, unit="draws")
+                for c in range(chains)
+            ]
+
+    def updater(self, chain: int) -> Callable[[int, np.ndarray], None]:
+        """Return the callback of ``chain``: ``update(n_new, stats_of_the_new_draws)``."""
+
+        def update(n: int, stats: np.ndarray) -> None:
+            if not self._bars:
+                return
+            with self._lock:
+                self._divergences[chain] += int(np.sum(stats[:, core.DIVERGING]))
+                bar = self._bars[chain]
+                bar.update(n)
+                bar.set_postfix(divergences=self._divergences[chain], refresh=False)
+
+        return update
+
+    def close(self) -> None:
+        """Close the bars."""
+        for bar in self._bars:
+            bar.close()

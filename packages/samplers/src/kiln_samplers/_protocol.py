@@ -1,0 +1,54 @@
+"""What the samplers consume: the compiled-model protocol of DESIGN.md.
+
+``kiln_samplers`` never imports the graph packages: any object with these members
+can be sampled (kiln_model's ``CompiledModel`` is one).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+#: The native log-density protocol, in Numba types: ``logp = fn(x, grad_out, user_data)``.
+LOGP_GRAD_SIGNATURE = "float64(float64[::1], float64[::1], int64[::1])"
+
+
+class CompiledModel(Protocol):
+    """A log-density over one flat float64 vector, and how to read its points."""
+
+    ndim: int
+    out_names: list[str]
+    dims: dict[str, Any]
+    coords: dict[str, Any]
+
+    def logp_dlogp(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """Return the log-density at ``x`` and its gradient."""
+        ...
+
+    def logp(self, x: np.ndarray) -> float:
+        """Return the log-density at ``x``."""
+        ...
+
+    def expand(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Return the constrained values and deterministics at ``x``."""
+        ...
+
+    def initial_point(self, seed: Any = None) -> np.ndarray:
+        """Return a starting point."""
+        ...
+
+
+class NativeLogpGrad(Protocol):
+    """A compiled ``fn(x, grad_out, user_data) -> logp`` for the compiled sampler loop.
+
+    ``fn`` has the Numba signature ``LOGP_GRAD_SIGNATURE``; ``refresh()`` rebuilds
+    ``user_data`` (addresses of the model's data) before a run.
+    """
+
+    fn: Any
+    user_data: np.ndarray
+
+    def refresh(self) -> None:
+        """Point ``user_data`` at the current data."""
+        ...

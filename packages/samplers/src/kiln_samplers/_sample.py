@@ -1,0 +1,140 @@
+"""``sample_nuts``: chains in parallel threads (the compiled kernel releases the GIL).
+
+Each chain gets its own generator from ``random_seed`` (``SeedSequence.spawn``), so the
+draws are the same whatever ``cores`` is. Ctrl-C stops every chain after its current
+chunk and returns what was drawn, with a warning.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import threading
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from kiln_samplers._nuts import (
+    STAT_NAMES,
+    ChainResult,
+    NutsSettings,
+    init_chain,
+    run_chain,
+)
+from kiln_samplers._progress import Progress
+from kiln_samplers._protocol import CompiledModel, NativeLogpGrad
+
+
+class SamplingInterrupted(UserWarning):
+    """Sampling was stopped (Ctrl-C): the result holds the draws made until then."""
+
+
+@dataclasses.dataclass
+class Trace:
+    """Draws of every chain: ``posterior`` {name: (chain, draw, ...)}, ``sample_stats``."""
+
+    posterior: dict[str, np.ndarray]
+    sample_stats: dict[str, np.ndarray]
+    unconstrained: np.ndarray  # (chain, draw, ndim)
+    sampling_time: float
+    tuning_steps: int
+    interrupted: bool
+
+
+def chain_seeds(random_seed: Any, chains: int) -> list[np.random.SeedSequence]:
+    """Return one independent seed per chain derived from ``random_seed``."""
+    if isinstance(random_seed, list | tuple):
+        if len(random_seed) != chains:
+            raise ValueError(f"random_seed: {len(random_seed)} seeds for {chains} chains")
+        return [np.random.SeedSequence(s) for s in random_seed]
+    return np.random.SeedSequence(random_seed).spawn(chains)
+
+
+def sample_nuts(
+    model: CompiledModel,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    cores: int | None = None,
+    random_seed: Any = None,
+    settings: NutsSettings | None = None,
+    native: NativeLogpGrad | None = None,
+    progressbar: bool = True,
+) -> Trace:
+    """Run ``chains`` NUTS chains of ``tune`` warm-up and ``draws`` kept iterations."""
+    for name, value, low in (("draws", draws, 1), ("tune", tune, 0), ("chains", chains, 1)):
+        if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
+    settings = settings or NutsSettings()
+    cores = min(chains, cores or min(4, _cpu_count()))
+    seeds = chain_seeds(random_seed, chains)
+    if native is not None:
+        native.refresh()
+    stop = threading.Event()
+    progress = Progress(chains, draws + tune, enabled=progressbar)
+    start = time.perf_counter()
+
+    def one(chain: int) -> ChainResult:
+        state = init_chain(model, seeds[chain])
+        return run_chain(model, state, draws, tune, settings, native, progress.updater(chain), stop)
+
+    results: list[ChainResult | None] = [None] * chains
+    interrupted = False
+    with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
+        futures = {pool.submit(one, c): c for c in range(chains)}
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = concurrent.futures.wait(pending, timeout=0.1)
+                for f in done:
+                    results[futures[f]] = f.result()
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+            for f, c in futures.items():
+                results[c] = f.result()
+    progress.close()
+    elapsed = time.perf_counter() - start
+    finished = [r for r in results if r is not None and r.warmup_done and r.n_done > 0]
+    if interrupted:
+        warnings.warn(
+            "sampling interrupted: returning the draws made so far "
+            f"({min((r.n_done for r in finished), default=0)} per chain)",
+            SamplingInterrupted,
+            stacklevel=2,
+        )
+    if not finished:
+        raise KeyboardInterrupt("sampling was interrupted before any draw was kept")
+    n = min(r.n_done for r in finished)
+    unconstrained = np.stack([r.draws[:n] for r in finished])
+    stats = np.stack([r.stats[:n] for r in finished])
+    posterior = _expand(model, unconstrained)
+    sample_stats = {name: stats[..., k] for k, name in enumerate(STAT_NAMES)}
+    for name in ("diverging",):
+        sample_stats[name] = sample_stats[name].astype(bool)
+    for name in ("tree_depth", "n_steps"):
+        sample_stats[name] = sample_stats[name].astype(np.int64)
+    return Trace(posterior, sample_stats, unconstrained, elapsed, tune, interrupted)
+
+
+def _expand(model: CompiledModel, unconstrained: np.ndarray) -> dict[str, np.ndarray]:
+    chains, draws, _ = unconstrained.shape
+    first = model.expand(unconstrained[0, 0])
+    out = {
+        k: np.empty((chains, draws, *np.shape(v)), dtype=np.asarray(v).dtype)
+        for k, v in first.items()
+    }
+    for c in range(chains):
+        for d in range(draws):
+            for k, v in model.expand(unconstrained[c, d]).items():
+                out[k][c, d] = v
+    return out
+
+
+def _cpu_count() -> int:
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
