@@ -48,6 +48,24 @@ def continuous_scalars() -> kl.Model:
         kl.TruncatedNormal("tn_far", mu, sigma, lower=-1.0, upper=80.0)  # Phi(b) rounds to 1
         kl.TruncatedNormal("tn_tail", mu, 0.3, lower=4.0, upper=5.0)  # mass ~ 1e-24
         kl.Normal("y", mu, sigma, observed=[0.3, -1.2, 2.0])
+        kl.Flat("flat")
+        kl.HalfFlat("halfflat")
+        # Censored observations: log-CDFs and log-survivals, the far tails included.
+        for name, d in [
+            ("normal", kl.Normal.dist(mu, sigma)),
+            ("logistic", kl.Logistic.dist(mu, sigma)),
+            ("cauchy", kl.Cauchy.dist(mu, sigma)),
+            ("laplace", kl.Laplace.dist(mu, sigma)),
+        ]:
+            kl.Potential(f"censored_{name}", kl.logcdf(d, np.array([-30.0, -2.0, 0.4, 3.0, 30.0])))
+        for name, d in [
+            ("weibull", kl.Weibull.dist(1.5, sigma)),
+            ("halfnormal", kl.HalfNormal.dist(sigma)),
+            ("halfcauchy", kl.HalfCauchy.dist(sigma)),
+            ("lognormal", kl.LogNormal.dist(mu, sigma)),
+            ("exponential", kl.Exponential.dist(sigma)),
+        ]:
+            kl.Potential(f"censored_{name}", kl.logcdf(d, np.array([1e-3, 0.1, 2.0, 20.0])))
     return m
 
 

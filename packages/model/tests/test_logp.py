@@ -399,6 +399,14 @@ CASES = [
         _categorical_logp,
     ),
     Case(
+        "categorical_logit",
+        km.Categorical,
+        ("logit_p",),
+        [(np.array([0.0, 1.0, -2.0]),), (np.array([30.0, -30.0, 0.0]),)],
+        [-1, 0, 1, 2, 3],
+        lambda k, logit: special.log_softmax(logit)[k] if 0 <= k < len(logit) else -INF,
+    ),
+    Case(
         "dirichlet",
         km.Dirichlet,
         ("a",),
