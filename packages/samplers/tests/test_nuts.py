@@ -1,0 +1,191 @@
+"""kiln's NUTS on models given as plain NumPy / Numba functions (no graphs)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from numba import njit
+
+import kiln_samplers as ks
+from kiln_samplers import _nuts_core as core
+from kiln_samplers._adaptation import regularized_variance, warmup_schedule
+
+MU = np.array([1.0, -2.0, 0.5, 10.0])
+SD = np.array([1.0, 0.1, 3.0, 20.0])  # badly scaled: the mass matrix must adapt
+
+
+class Gaussian:
+    """An independent normal posterior, in the compiled-model protocol."""
+
+    ndim = 4
+    out_names = ["x"]
+    dims = {"x": None}
+    coords: dict = {}
+
+    def logp_dlogp(self, x):
+        z = (x - MU) / SD
+        return -0.5 * float(z @ z), -z / SD
+
+    def logp(self, x):
+        return self.logp_dlogp(x)[0]
+
+    def expand(self, x):
+        return {"x": x.copy()}
+
+    def initial_point(self, seed=None):
+        return np.random.default_rng(seed).uniform(-1, 1, self.ndim)
+
+
+@njit(ks.LOGP_GRAD_SIGNATURE)
+def _gaussian_native(x, grad, user_data):
+    total = 0.0
+    for i in range(x.shape[0]):
+        z = (x[i] - MU[i]) / SD[i]
+        grad[i] = -z / SD[i]
+        total += z * z
+    return -0.5 * total
+
+
+class Native:
+    def __init__(self):
+        self.fn = _gaussian_native
+        self.user_data = np.zeros(1, dtype=np.int64)
+
+    def refresh(self):
+        pass
+
+
+def _check_posterior(trace, tol_sd=0.1):
+    x = trace.posterior["x"].reshape(-1, 4)
+    n = x.shape[0]
+    # Means within 5 Monte Carlo standard errors (ESS ~ n / 2 is ample for NUTS here).
+    se = SD / np.sqrt(n / 2)
+    assert np.all(np.abs(x.mean(0) - MU) < 5 * se), (x.mean(0), MU)
+    np.testing.assert_allclose(x.std(0), SD, rtol=tol_sd)
+
+
+@pytest.mark.parametrize("native", [None, Native()], ids=["python", "numba"])
+def test_samples_a_badly_scaled_gaussian(native):
+    trace = ks.sample_nuts(
+        Gaussian(), draws=1000, tune=1000, chains=2, random_seed=3, native=native, progressbar=False
+    )
+    _check_posterior(trace)
+    stats = trace.sample_stats
+    assert not stats["diverging"].any()
+    assert 0.6 < stats["acceptance_rate"].mean() < 0.95  # dual averaging targets 0.8
+    assert stats["tree_depth"].mean() < 3.5  # the adapted metric makes it isotropic
+    assert set(stats) == set(ks.STAT_NAMES)
+
+
+def test_the_same_seed_gives_the_same_draws_whatever_the_cores():
+    kwargs = dict(draws=200, tune=200, chains=3, random_seed=11, native=Native(), progressbar=False)
+    a = ks.sample_nuts(Gaussian(), cores=1, **kwargs)
+    b = ks.sample_nuts(Gaussian(), cores=3, **kwargs)
+    np.testing.assert_array_equal(a.unconstrained, b.unconstrained)
+    c = ks.sample_nuts(Gaussian(), cores=1, **{**kwargs, "random_seed": 12})
+    assert not np.array_equal(a.unconstrained, c.unconstrained)
+
+
+def test_the_python_and_numba_kernels_make_valid_draws_from_one_seed():
+    a = ks.sample_nuts(Gaussian(), draws=300, tune=300, chains=1, random_seed=5, progressbar=False)
+    b = ks.sample_nuts(
+        Gaussian(), draws=300, tune=300, chains=1, random_seed=5, native=Native(), progressbar=False
+    )
+    assert a.unconstrained.shape == b.unconstrained.shape == (1, 300, 4)
+
+
+def test_a_stop_request_returns_what_was_drawn():
+    model = Gaussian()
+    state = ks.init_chain(model, 0)
+    stop = threading.Event()
+    calls = []
+
+    def progress(n, stats):
+        calls.append(n)
+        if sum(calls) >= 300:
+            stop.set()
+
+    result = ks.run_chain(model, state, 1000, 200, ks.NutsSettings(), Native(), progress, stop)
+    assert result.warmup_done and 0 < result.n_done < 1000
+    assert result.draws.shape == (result.n_done, 4)
+
+
+def test_a_divergence_is_detected_and_reported():
+    class Funnel(Gaussian):
+        ndim = 2
+
+        def logp_dlogp(self, x):
+            with np.errstate(all="ignore"):
+                return self._logp_dlogp(x)
+
+        def _logp_dlogp(self, x):
+            v, z = x
+            lp = -0.5 * v**2 / 9.0 - 0.5 * z**2 * np.exp(-v) - 0.5 * v
+            return lp, np.array([-v / 9.0 + 0.5 * z**2 * np.exp(-v) - 0.5, -z * np.exp(-v)])
+
+        def initial_point(self, seed=None):
+            return np.random.default_rng(seed).uniform(-1, 1, 2)
+
+    trace = ks.sample_nuts(
+        Funnel(), draws=300, tune=300, chains=2, random_seed=1, progressbar=False
+    )
+    assert trace.sample_stats["diverging"].sum() > 0
+    idata = ks.to_datatree(trace)
+    with pytest.warns(ks.SamplingWarning) as record:
+        report = ks.check_diagnostics(idata, 10)
+    assert any("divergences" in str(w.message) for w in record)
+    assert report["divergences"] == trace.sample_stats["diverging"].sum()
+
+
+def test_stan_warmup_schedule():
+    assert warmup_schedule(1000) == (75, [100, 150, 250, 450, 950])
+    start, ends = warmup_schedule(100)  # short: 15% / 75% / 10%
+    assert start == 15 and ends == [90]
+    assert warmup_schedule(10) == (10, [])
+    welford = np.zeros((3, 2))
+    xs = np.random.default_rng(0).normal(size=(500, 2)) * [1.0, 3.0]
+    for x in xs:
+        welford[0, 0] += 1
+        delta = x - welford[1]
+        welford[1] += delta / welford[0, 0]
+        welford[2] += delta * (x - welford[1])
+    n = 500
+    expected = n / (n + 5) * xs.var(0, ddof=1) + 1e-3 * 5 / (n + 5)
+    np.testing.assert_allclose(regularized_variance(welford), expected)
+
+
+def test_leapfrog_conserves_energy_for_small_steps():
+    model = Gaussian()
+    ud = np.zeros(1, dtype=np.int64)
+    q = np.zeros(4)
+    g = np.empty(4)
+    _gaussian_native(q, g, ud)
+    p = np.ones(4)
+    inv_mass = SD**2
+    h0 = -model.logp(q) + core.kinetic(p, inv_mass)
+    q1, p1, g1 = np.empty(4), np.empty(4), np.empty(4)
+    logp = core.leapfrog(_gaussian_native, ud, q, p, g, 1e-3, inv_mass, q1, p1, g1)
+    assert abs(-logp + core.kinetic(p1, inv_mass) - h0) < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"draws": 0}, "draws"),
+        ({"chains": 0}, "chains"),
+        ({"tune": -1}, "tune"),
+        ({"draws": 1.5}, "draws"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ks.sample_nuts(Gaussian(), progressbar=False, **kwargs)
+
+
+def test_bad_settings():
+    with pytest.raises(ValueError, match="target_accept"):
+        ks.NutsSettings(target_accept=1.5)
+    with pytest.raises(ValueError, match="max_treedepth"):
+        ks.NutsSettings(max_treedepth=0)
