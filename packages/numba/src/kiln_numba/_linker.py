@@ -26,7 +26,6 @@ import hashlib
 import importlib.util
 import linecache
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -88,17 +87,19 @@ def _cache_root() -> Path:
     return Path(os.path.expanduser(config.cache_dir))
 
 
-def _module_file(key: str, source: str) -> tuple[Path | None, str]:
-    """Return the cache entry's module file holding ``source`` (written if needed).
+def _module_file(key: str, source: str, filename: str = _MODULE_FILE) -> tuple[Path | None, str]:
+    """Return the cache entry's module file ``filename`` holding ``source`` (written if needed).
 
-    Returns ``(path, outcome)``; ``path`` is None when the module cannot live in the
-    cache: ``outcome`` is then ``"disabled"`` or ``"unwritable"``.
+    The entry of ``key`` holds the generated module (``kiln_gen.py``) and may hold
+    other modules built on it (:mod:`kiln_numba.native`'s wrappers). Returns ``(path,
+    outcome)``; ``path`` is None when the module cannot live in the cache: ``outcome``
+    is then ``"disabled"`` or ``"unwritable"``.
     """
     if not config.cache:
         return None, "disabled"
     root = _cache_root()
     entry = root / _NAMESPACE / key[:32]
-    target = entry / _MODULE_FILE
+    target = entry / filename
     try:
         if target.read_text() == source:
             return target, "found"
@@ -115,7 +116,8 @@ def _module_file(key: str, source: str) -> tuple[Path | None, str]:
             if target.exists():
                 # A different (damaged or stale) module: replace it and drop Numba's
                 # files, which were built from the old one.
-                shutil.rmtree(entry / "__pycache__", ignore_errors=True)
+                for built in (entry / "__pycache__").glob(f"{target.stem}.*"):
+                    built.unlink(missing_ok=True)
                 os.replace(tmp, target)
             else:
                 try:
@@ -151,6 +153,11 @@ def _exec_module(name: str, source: str, filename: str, gen: Generated, cache: b
     return module
 
 
+def module_name(key: str) -> str:
+    """Return the name in ``sys.modules`` of the generated module of the entry ``key``."""
+    return f"kiln_numba_gen_{key[:24]}"
+
+
 def load_function(fgraph: FunctionGraph, gen: Generated) -> tuple[Any, dict[str, Any]]:
     """Return the njit dispatcher of ``gen`` and what Stage 2 found in the cache.
 
@@ -160,7 +167,7 @@ def load_function(fgraph: FunctionGraph, gen: Generated) -> tuple[Any, dict[str,
     (``"memory"`` when loaded in this process; otherwise completed at the first call).
     """
     key = stage2_key(fgraph, gen)
-    name = f"kiln_numba_gen_{key[:24]}"
+    name = module_name(key)
     info: dict[str, Any] = {"key": key}
     loaded = sys.modules.get(name)
     if loaded is not None:
