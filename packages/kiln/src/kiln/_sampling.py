@@ -1,0 +1,158 @@
+"""``kiln.sample``: compile a model on a backend, run a NUTS engine, return ArviZ data."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+import kiln_samplers
+from kiln_compile import FAST_RUN, Mode, available_linkers, get_mode
+from kiln_graph import Constant, KilnTypeError, KilnValueError, SharedVariable
+from kiln_model import Model, modelcontext
+from kiln_numba import native_logp_grad
+
+#: The NUTS engines kiln knows, and the package each needs (None: kiln's own).
+NUTS_SAMPLERS: dict[str, str | None] = {
+    "kiln": None,
+    "nutpie": "nutpie",
+    "numpyro": "numpyro",
+    "blackjax": "blackjax",
+}
+_INITS = ("jitter+adapt_diag", "adapt_diag")
+
+
+def _mode(backend: str | None, compile_kwargs: Mapping[str, Any] | None) -> Mode:
+    kwargs = dict(compile_kwargs or {})
+    unknown = sorted(set(kwargs) - {"mode"})
+    if unknown:
+        raise KilnTypeError(f"compile_kwargs: unknown keys {unknown}; accepted: ['mode']")
+    if backend is not None and "mode" in kwargs:
+        raise KilnValueError(
+            "give backend= or compile_kwargs={'mode': ...}, not both: backend picks the "
+            "linker of the default mode, a mode sets rewrites and linker together"
+        )
+    if "mode" in kwargs:
+        return get_mode(kwargs["mode"])
+    if backend is None:
+        return FAST_RUN
+    if not isinstance(backend, str):
+        raise KilnTypeError(f"backend: expected a backend name, got {backend!r}")
+    if backend not in available_linkers():
+        raise KilnValueError(
+            f"backend: {backend!r} is not an installed backend; installed: "
+            f"{available_linkers()} (others need their package, e.g. kiln-jax)"
+        )
+    return FAST_RUN.with_linker(backend)
+
+
+def _check_sampler(name: str) -> None:
+    if name not in NUTS_SAMPLERS:
+        raise KilnValueError(
+            f"nuts_sampler: unknown sampler {name!r}; valid: {sorted(NUTS_SAMPLERS)}"
+        )
+    package = NUTS_SAMPLERS[name]
+    if package is not None:
+        if importlib.util.find_spec(package) is None:
+            raise KilnValueError(
+                f"nuts_sampler={name!r} needs the package {package!r}: pip install {package}"
+            )
+        raise NotImplementedError(
+            f"nuts_sampler={name!r}: kiln's adapter for {package} is not written yet; "
+            "use nuts_sampler='kiln'"
+        )
+
+
+def _data_groups(model: Model) -> tuple[dict[str, Any], dict[str, Any]]:
+    observed, constant = {}, {}
+    observed_data_vars = set()
+    for info in model.observed_variables:
+        v = info.value
+        if isinstance(v, SharedVariable):
+            observed_data_vars.add(v)
+            observed[info.name] = np.asarray(v.get_value())
+        elif isinstance(v, Constant):
+            observed[info.name] = np.asarray(v.data)
+    for name, var in model.data.items():
+        if var not in observed_data_vars:
+            constant[name] = np.asarray(var.get_value())
+    return observed, constant
+
+
+def sample(
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    cores: int | None = None,
+    random_seed: Any = None,
+    backend: str | None = None,
+    nuts_sampler: str = "kiln",
+    compile_kwargs: Mapping[str, Any] | None = None,
+    target_accept: float = 0.8,
+    init: str = "jitter+adapt_diag",
+    step: Any = None,
+    progressbar: bool = True,
+    nuts_sampler_kwargs: Mapping[str, Any] | None = None,
+    idata_kwargs: Mapping[str, Any] | None = None,
+    model: Model | None = None,
+) -> Any:
+    """Draw from the posterior of ``model`` (the one of the ``with`` block) with NUTS.
+
+    Returns an ArviZ ``DataTree`` with the groups ``posterior`` (constrained values and
+    deterministics, with dims and coords), ``sample_stats``, ``observed_data`` and
+    ``constant_data``; its attributes hold ``sampling_time`` and ``compile_time``
+    (seconds). ``backend`` picks the linker (``"numba"``, the default, runs the whole
+    sampler loop in compiled code; ``"vm"`` and the others run a Python loop).
+
+    Examples
+    --------
+    >>> with kl.Model():  # doctest: +SKIP
+    ...     mu = kl.Normal("mu", 0, 1)
+    ...     idata = kl.sample(random_seed=1)
+    """
+    m = modelcontext(model)
+    mode = _mode(backend, compile_kwargs)
+    _check_sampler(nuts_sampler)
+    if init not in _INITS:
+        raise KilnValueError(f"init: unknown {init!r}; valid: {list(_INITS)}")
+    if step is not None:
+        raise NotImplementedError(
+            "step=: gradient-free steps (Metropolis, Slice, DEMetropolis) are not written yet"
+        )
+    settings = kiln_samplers.NutsSettings(
+        target_accept=target_accept, **dict(nuts_sampler_kwargs or {})
+    )
+    start = time.perf_counter()
+    compiled = m.logp_dlogp_function(mode=mode, jitter=init == "jitter+adapt_diag")
+    native = native_logp_grad(compiled.function) if compiled.function.linker == "numba" else None
+    compile_time = time.perf_counter() - start
+    trace = kiln_samplers.sample_nuts(
+        compiled,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        cores=cores,
+        random_seed=random_seed,
+        settings=settings,
+        native=native,
+        progressbar=progressbar,
+    )
+    observed, constant = _data_groups(m)
+    dims = {**compiled.dims, **{k: m.named_dims.get(k) for k in [*observed, *constant]}}
+    idata = kiln_samplers.to_datatree(
+        trace,
+        dims=dims,
+        coords=compiled.coords,
+        observed_data=observed,
+        constant_data=constant,
+        attrs={
+            "compile_time": compile_time,
+            "backend": compiled.function.linker,
+            "nuts_sampler": nuts_sampler,
+        },
+    )
+    kiln_samplers.check_diagnostics(idata, settings.max_treedepth)
+    return idata
