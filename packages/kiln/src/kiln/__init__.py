@@ -20,6 +20,7 @@ from importlib.metadata import version as _version
 from kiln import cache as cache
 from kiln import random as random
 from kiln import tensor as tensor
+from kiln._sampling import sample as sample
 from kiln_compile import FAST_COMPILE as FAST_COMPILE
 from kiln_compile import FAST_RUN as FAST_RUN
 from kiln_compile import Function as Function
@@ -35,6 +36,5 @@ from kiln_graph import jacobian as jacobian
 from kiln_graph.testing import verify_grad as verify_grad
 from kiln_model import *  # noqa: F403  (Model, the distributions, Data, ...: see kiln_model)
 from kiln_model import transforms as transforms
-from kiln._sampling import sample as sample
 
 __version__ = _version("kiln")
