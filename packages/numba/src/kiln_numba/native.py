@@ -30,9 +30,10 @@ that is off or cannot be written, gets a wrapper compiled in memory.
 
 Errors raised by the model's code (for instance a shape mismatch between ``x`` and the
 data, or ``grad_out`` of the wrong length) propagate as exceptions from the call, from
-Python or from the calling njit function; the model's own errors arrive as
-:class:`~kiln_numba._runtime.KilnRuntimeError` carrying a code, which
-:meth:`NativeLogpGrad.error` turns back into the kiln error it stands for.
+Python or from the calling njit function. Those the generated code raises through
+``kiln_raise`` arrive as :class:`~kiln_numba._runtime.KilnRuntimeError` carrying a
+code, which :meth:`NativeLogpGrad.error` turns back into the kiln error it stands for
+(the Function's own call does that itself); the others arrive as they are.
 
 ``user_data`` holds raw addresses: keep the :class:`NativeLogpGrad` (its
 ``keep_alive``) alive while a sampler uses them, and call :meth:`~NativeLogpGrad.refresh`
