@@ -275,3 +275,13 @@ def test_dimshuffle_of_a_constant_is_read_only_safe():
     got = f(np.ones((3, 2)))
     np.testing.assert_array_equal(got[0], 1.0 + c.T)
     np.testing.assert_allclose(got[1], np.exp(1.0 + c.T))
+
+
+def test_an_input_of_unknown_length_is_checked_against_a_static_one():
+    """x (length unknown) against a length-3 constant: a clear error, never a silent read."""
+    x = kt.vector("x")
+    y = kt.sum((x - kt.constant(np.array([1.0, 2.0, 3.0]))) ** 2)
+    f = kiln.function([x], y, mode=kiln.Mode(linker="numba"))
+    assert f(np.array([1.0, 2.0, 4.0])) == 1.0
+    with pytest.raises(ShapeMismatchError):
+        f(np.array([1.0, 2.0]))

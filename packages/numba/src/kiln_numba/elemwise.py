@@ -27,15 +27,18 @@ def loop_shape(ctx: CodeContext, label: str) -> list[str]:
         if not sources:
             sizes.append("1")
             continue
-        first = f"{ctx.inputs[sources[0]]}.shape[{d}]"
+        # The length comes from an input whose length is static when there is one (the
+        # statically known lengths agree: make_node checked them); every input of
+        # unknown length is checked against it at run time.
+        ref = next((i for i in sources if ctx.input_type(i).shape[d] is not None), sources[0])
         size = ctx.fresh("n")
-        ctx.emit(f"{size} = {first}")
-        for i in sources[1:]:
-            if ctx.input_type(i).shape[d] is not None and static is not None:
+        ctx.emit(f"{size} = {ctx.inputs[ref]}.shape[{d}]")
+        for i in sources:
+            if i == ref or (ctx.input_type(i).shape[d] is not None and static is not None):
                 continue
             message = (
                 f"{label}: input {i} has a different length in dimension {d} than input "
-                f"{sources[0]}; kiln broadcasts only dimensions whose static length is 1 "
+                f"{ref}; kiln broadcasts only dimensions whose static length is 1 "
                 "(declare shape=(..., 1, ...) or use expand_dims)"
             )
             ctx.emit(

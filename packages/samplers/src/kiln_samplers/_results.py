@@ -38,7 +38,8 @@ def to_datatree(
         "interrupted": int(trace.interrupted),
         **(attrs or {}),
     }
-    tree = arviz_base.from_dict(groups, dims=clean_dims, coords=dict(coords or {}))
+    clean_coords = {k: list(v) for k, v in (coords or {}).items()}
+    tree = arviz_base.from_dict(groups, dims=clean_dims, coords=clean_coords)
     tree.attrs.update(all_attrs)
     tree["posterior"].attrs.update(all_attrs)
     return tree
