@@ -278,7 +278,7 @@ def test_dimshuffle_of_a_constant_is_read_only_safe():
 
 
 def test_an_input_of_unknown_length_is_checked_against_a_static_one():
-    """x (length unknown) against a length-3 constant: a clear error, never a silent read."""
+    """X (length unknown) against a length-3 constant: a clear error, never a silent read."""
     x = kt.vector("x")
     y = kt.sum((x - kt.constant(np.array([1.0, 2.0, 3.0]))) ** 2)
     f = kiln.function([x], y, mode=kiln.Mode(linker="numba"))
