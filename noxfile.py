@@ -11,7 +11,7 @@ Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
   benchmark models, in its own virtualenv with PyMC and PyTensor (pinned by
   ``benchmarks/peer-constraints.txt``, not by ``constraints.txt``). JAX is not
   installed; the JAX baseline of M3 runs only where it is importable.
-- ``demo``: ``examples/demo.py``.
+- ``demo``: ``examples/eight_schools.py`` (a model sampled end to end with the defaults).
 
 Every session installs all packages under ``packages/`` in editable mode, pinned by
 ``constraints.txt``. Extra arguments after ``--`` go to pytest / the script, e.g.
@@ -153,8 +153,8 @@ def peer(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
-    """Run the demo script examples/demo.py."""
-    script = "examples/demo.py"
+    """Run eight schools end to end with the defaults: examples/eight_schools.py."""
+    script = "examples/eight_schools.py"
     if not (ROOT / script).is_file():
         session.error(f"{script} does not exist yet")
     install_packages(session)
