@@ -20,6 +20,8 @@ from importlib.metadata import version as _version
 from kiln import cache as cache
 from kiln import random as random
 from kiln import tensor as tensor
+from kiln._predictive import sample_posterior_predictive as sample_posterior_predictive
+from kiln._predictive import sample_prior_predictive as sample_prior_predictive
 from kiln._sampling import sample as sample
 from kiln_compile import FAST_COMPILE as FAST_COMPILE
 from kiln_compile import FAST_RUN as FAST_RUN
