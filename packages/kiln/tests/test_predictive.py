@@ -389,3 +389,26 @@ def test_numba_backend():
     y = post["posterior_predictive"]["y"].values.ravel()
     assert abs(y.mean() + 1.0) < _mc_bound(y)
     assert abs(y.var() - 0.04) < _var_bound(y)
+
+
+def test_mixture_draws_are_graphs_of_draws():
+    # a mixture's draw is a graph (component index selecting component draws)
+    with kl.Model() as m:
+        w = kl.Dirichlet("w", np.ones(2))
+        mu = kl.Normal("mu", np.array([-3.0, 3.0]), 0.1)
+        kl.NormalMixture("y", w, mu, 0.5, observed=np.zeros(4))
+    chains, draws = 2, 500
+    post = arviz_base.from_dict(
+        {
+            "posterior": {
+                "w": np.broadcast_to([0.2, 0.8], (chains, draws, 2)),
+                "mu": np.broadcast_to([-3.0, 3.0], (chains, draws, 2)),
+            }
+        }
+    )
+    kl.sample_posterior_predictive(post, model=m, random_seed=1, backend=VM, progressbar=False)
+    positive = (post["posterior_predictive"]["y"].values > 0).ravel().astype(float)
+    assert abs(positive.mean() - 0.8) < _mc_bound(positive)
+    prior = kl.sample_prior_predictive(1000, model=m, random_seed=1, backend=VM)
+    frac = (prior["prior_predictive"]["y"].values > 0).mean(axis=-1).ravel()
+    assert abs(frac.mean() - 0.5) < _mc_bound(frac)
