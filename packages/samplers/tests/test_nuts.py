@@ -189,3 +189,24 @@ def test_bad_settings():
         ks.NutsSettings(target_accept=1.5)
     with pytest.raises(ValueError, match="max_treedepth"):
         ks.NutsSettings(max_treedepth=0)
+
+
+def test_a_log_density_that_raises_rejects_the_point():
+    """As in Stan: an error at a leapfrog point (e.g. a failed Cholesky) is a divergence."""
+
+    class Walled(Gaussian):
+        ndim = 1
+
+        def logp_dlogp(self, x):
+            if x[0] > 0.5:
+                raise np.linalg.LinAlgError("not positive definite")
+            return -0.5 * float(x[0] ** 2), -x.copy()
+
+        def initial_point(self, seed=None):
+            return np.array([-0.5])
+
+    trace = ks.sample_nuts(
+        Walled(), draws=200, tune=200, chains=1, random_seed=2, progressbar=False
+    )
+    x = trace.posterior["x"].ravel()
+    assert x.max() <= 0.5 and trace.sample_stats["diverging"].sum() > 0

@@ -12,7 +12,9 @@ direction, keeping momentum checkpoints so that the U-turn criterion (Betancourt
 generalized one, on the sum of momenta) is checked on every balanced sub-subtree as
 it completes. Leaves are sampled in proportion to exp(-energy) (multinomial, biased
 progressive sampling at the top level); a leaf whose energy error passes
-``max_energy_error`` is a divergence and ends the trajectory.
+``max_energy_error`` is a divergence and ends the trajectory; so is a point where the
+log-density raises (a Cholesky factor of a matrix that is not positive definite...),
+as in Stan.
 
 Per transition, ``stats`` receives: diverging, energy, energy_error, max_energy_error,
 tree_depth, n_steps, step_size, acceptance_rate (the mean Metropolis acceptance over
@@ -57,7 +59,10 @@ def leapfrog(fn, user_data, q, p, g, eps, inv_mass, q_out, p_out, g_out):  # typ
         p_out[i] = p[i] + 0.5 * eps * g[i]
     for i in range(n):
         q_out[i] = q[i] + eps * inv_mass[i] * p_out[i]
-    logp = fn(q_out, g_out, user_data)
+    try:
+        logp = fn(q_out, g_out, user_data)
+    except Exception:  # e.g. a covariance that is not positive definite: reject the point
+        logp = -np.inf
     for i in range(n):
         p_out[i] = p_out[i] + 0.5 * eps * g_out[i]
     return logp

@@ -1,0 +1,90 @@
+"""kiln.sample with its defaults against the posteriordb reference posteriors.
+
+For every reference parameter (README of ``posteriordb/data``): the posterior mean
+within 4 Monte Carlo standard errors (this run's bulk ESS and the reference's own
+10,000 draws), the sd within 10% (15% below 1000 effective draws), R-hat < 1.01, bulk
+ESS >= 400, and divergences below a stated bound. Seeds are fixed. The posteriors
+whose geometry needs long runs are marked ``slow`` (``pytest -m slow`` runs them).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from arviz_stats import ess, rhat
+
+import kiln as kl
+
+
+def _load_models() -> Any:
+    """Import posteriordb/models.py once (the tests are not a package)."""
+    name = "kiln_integration_posteriordb_models"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent / "posteriordb" / "models.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+pdb = _load_models()
+build, load_posterior, split_name = pdb.build, pdb.load_posterior, pdb.split_name
+
+#: posterior -> (sample kwargs, divergence bound, slow)
+CASES = {
+    "eight_schools-eight_schools_noncentered": ({"target_accept": 0.9}, 10, False),
+    "kidiq-kidscore_momiq": ({}, 0, False),
+    "kidiq_with_mom_work-kidscore_mom_work": ({}, 0, False),
+    "earnings-earn_height": ({}, 0, False),
+    "mesquite-logmesquite": ({}, 0, False),
+    "sblrc-blr": ({}, 0, False),
+    "low_dim_gauss_mix-low_dim_gauss_mix": ({}, 0, False),
+    "gp_pois_regr-gp_pois_regr": ({"target_accept": 0.9}, 10, False),
+    "kilpisjarvi_mod-kilpisjarvi": ({"nuts_sampler_kwargs": {"max_treedepth": 15}}, 0, True),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if slow else n for n, (_, _, slow) in CASES.items()],
+)
+def test_posterior_matches_the_reference(name: str) -> None:
+    kwargs, max_divergences, _ = CASES[name]
+    posterior = load_posterior(name)
+    model = build(name)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # diagnostics are asserted below
+        # The test session's default linker is the VM (root conftest): name the default.
+        idata = kl.sample(random_seed=20261201, progressbar=False, backend="numba", **kwargs)
+    post = idata["posterior"]
+    r_hat = rhat(post)
+    n_eff = ess(post)
+    divergences = int(idata["sample_stats"]["diverging"].sum())
+    assert divergences <= max_divergences, divergences
+    failures = []
+    for param, ref in posterior["reference"].items():
+        var, index = split_name(param)
+        draws = post[var].values.reshape(*post[var].shape[:2], -1)
+        flat_index = int(np.ravel_multi_index(index, post[var].shape[2:])) if index else 0
+        x = draws[..., flat_index].ravel()
+        e = float(np.ravel(n_eff[var].values)[flat_index])
+        r = float(np.ravel(r_hat[var].values)[flat_index])
+        mean, sd = float(x.mean()), float(x.std(ddof=1))
+        tol = 4 * ref["sd"] * np.sqrt(1 / e + 1 / 10000) + 1e-6 * (1 + abs(ref["mean"]))
+        sd_tol = 0.10 if e >= 1000 else 0.15
+        if e < 400:
+            failures.append(f"{param}: bulk ESS {e:.0f} < 400")
+        if r >= 1.01:
+            failures.append(f"{param}: R-hat {r:.3f}")
+        if abs(mean - ref["mean"]) >= tol:
+            failures.append(f"{param}: mean {mean:.4g}, reference {ref['mean']:.4g} +- {tol:.2g}")
+        if abs(sd / ref["sd"] - 1) >= sd_tol:
+            failures.append(f"{param}: sd {sd:.4g}, reference {ref['sd']:.4g}")
+    assert not failures, "\n".join(failures)
