@@ -9,7 +9,7 @@ Numba-backend ones (``stage2.py``: cold / warm compile in new processes, per cal
 against hand-written ``@njit``, tiny-graph call overhead) under ``"stage2"``, the
 random draws against NumPy's Generator (``random_draws.py``) under ``"random"``, and
 the model layer's first line -> compiled logp+grad (``model_compile.py``) under
-``"model_compile"``.
+``"model_compile"``, and ``kl.sample`` end to end (``sampling.py``) under ``"sampling"``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import kiln
 import kiln.tensor as kt
 import model_compile
 import random_draws
+import sampling
 import stage2
 from stage1 import format_table, run_stage1
 
@@ -134,6 +135,9 @@ def main() -> None:
         report["random"] = random_draws.run_random(args.repeats)
     if not args.no_model:
         report["model_compile"] = model_compile.run_model_compile(tuple(args.models))
+    if not args.no_sample:
+        models = tuple(m for m in args.models if m in sampling.PYMC_BEST_WALL)
+        report["sampling"] = sampling.run_sampling(models)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     for name, res in results.items():
@@ -148,6 +152,8 @@ def main() -> None:
         print(random_draws.format_table(report["random"]))
     if "model_compile" in report:
         print(model_compile.format_table(report["model_compile"]))
+    if "sampling" in report:
+        print(sampling.format_table(report["sampling"]))
     print(f"wrote {args.output}")
 
 
