@@ -89,3 +89,16 @@ def test_sampling_needs_a_model_with_free_variables():
         kl.Normal("y", 0.0, 1.0, observed=[0.1])
         with pytest.raises(kl.ModelError, match="no free variables"):
             kl.sample(progressbar=False)
+
+
+def test_log_likelihood_on_request():
+    from scipy import stats
+
+    idata = _sample(random_seed=3, backend="numba", idata_kwargs={"log_likelihood": True})
+    ll = idata["log_likelihood"]["y"]
+    assert ll.dims == ("chain", "draw", "obs") and ll.shape == (2, 200, 5)
+    mu = idata["posterior"]["mu"].values[1, 7]
+    sigma = idata["posterior"]["sigma"].values[1, 7]
+    np.testing.assert_allclose(ll.values[1, 7], stats.norm(mu, sigma).logpdf(Y), rtol=1e-10)
+    with pytest.raises(KilnTypeError, match="idata_kwargs"):
+        _sample(idata_kwargs={"nope": True})

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import arviz_base
 import numpy as np
 
 import kiln_samplers
@@ -122,6 +123,10 @@ def sample(
         raise NotImplementedError(
             "step=: gradient-free steps (Metropolis, Slice, DEMetropolis) are not written yet"
         )
+    idata_options = dict(idata_kwargs or {})
+    unknown = sorted(set(idata_options) - {"log_likelihood"})
+    if unknown:
+        raise KilnTypeError(f"idata_kwargs: unknown keys {unknown}; accepted: ['log_likelihood']")
     settings = kiln_samplers.NutsSettings(
         target_accept=target_accept, **dict(nuts_sampler_kwargs or {})
     )
@@ -154,5 +159,27 @@ def sample(
             "nuts_sampler": nuts_sampler,
         },
     )
+    if idata_options.get("log_likelihood"):
+        idata["log_likelihood"] = _log_likelihood(compiled, trace, dims, compiled.coords)
     kiln_samplers.check_diagnostics(idata, settings.max_treedepth)
     return idata
+
+
+def _log_likelihood(
+    compiled: Any, trace: Any, dims: Mapping[str, Any], coords: Mapping[str, Any]
+) -> Any:
+    """Return the pointwise log-likelihood of every draw as a DataTree group."""
+    chains, draws, _ = trace.unconstrained.shape
+    first = compiled.observed_logp(trace.unconstrained[0, 0])
+    out = {k: np.empty((chains, draws, *np.shape(v))) for k, v in first.items()}
+    for c in range(chains):
+        for d in range(draws):
+            for k, v in compiled.observed_logp(trace.unconstrained[c, d]).items():
+                out[k][c, d] = v
+    group_dims = {k: list(dims[k]) for k in out if dims.get(k)}
+    tree = arviz_base.from_dict(
+        {"log_likelihood": out},
+        dims=group_dims,
+        coords={k: list(v) for k, v in coords.items()},
+    )
+    return tree["log_likelihood"]

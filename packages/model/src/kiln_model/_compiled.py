@@ -147,6 +147,7 @@ class CompiledModel:
         self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
         self._logp: Function | None = None
         self._expand: Function | None = None
+        self._observed_logp: tuple[list[str], Function] | None = None
         names = [*graph.constrained, *graph.deterministics]
         self.out_names = names
         self.dims = {n: model.named_dims.get(n) for n in names}
@@ -192,6 +193,23 @@ class CompiledModel:
         values = self._expand(self._flat(x))
         values = values if isinstance(values, list) else [values]
         return {n: np.asarray(v) for n, v in zip(self.out_names, values, strict=True)}
+
+    def observed_logp(self, x: Any) -> dict[str, np.ndarray]:
+        """Return each observed variable's pointwise log-likelihood at ``x``.
+
+        Compiled at the first use (for the ``log_likelihood`` group of the results).
+        """
+        if self._observed_logp is None:
+            names = [v.name for v in self.model.observed_variables]
+            terms = [self.graph.terms[n] for n in names]
+            outputs = graph_replace(terms, self._pieces, strict=False)
+            self._observed_logp = (
+                names,
+                function([self._x], outputs, mode=self._mode, trust_input=True),
+            )
+        names, f = self._observed_logp
+        values = f(self._flat(x)) if names else []
+        return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
 
     def initial_point(self, seed: Any = None) -> np.ndarray:
         """Return a starting point: support points, jittered when ``jitter`` (by ``seed``)."""
