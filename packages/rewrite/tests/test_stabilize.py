@@ -389,3 +389,14 @@ def test_unstabilized_value_is_wrong(case: Stable, mode: Any):
     with mp.workdps(60):
         exact = case.value([mp.mpf(v) for v in case.point])
         assert not np.isfinite(value) or _relerr(value, exact) > 1e-3
+
+
+def test_bounds_of_a_sigmoid_become_a_nan_check():
+    """``sigmoid(x) >= 0`` and ``<= 1`` hold for every x but NaN: no exp is computed."""
+    x = kt.vector("x")
+    checks = kt.logical_and(kt.sigmoid(x) >= 0, kt.sigmoid(x) <= 1)
+    f = kiln.function([x], checks, mode=kiln.Mode(linker="vm"))
+    values = np.array([0.0, np.nan, 50.0, -800.0, np.inf])
+    np.testing.assert_array_equal(f(values), ~np.isnan(values))
+    printed = kiln.format_graph(f.outputs)
+    assert "sigmoid" not in printed and "exp" not in printed, printed

@@ -24,6 +24,8 @@ from kiln_graph._math import (
     Erfc,
     Exp,
     Expm1,
+    GE,
+    LE,
     Log,
     Log1p,
     Minimum,
@@ -110,6 +112,21 @@ def _stabilize(pattern: Pat, build: Callable[..., Variable], identity: str, name
 # and ``log(sigmoid(-x))``; their direct rules apply when those inner rules do not run.
 
 _x, _a, _b = PVar("x"), PVar("a"), PVar("b")
+
+# A probability computed as sigmoid(x) is in [0, 1] unless x is NaN: the bounds checks
+# that log-densities write on their probability parameters cost a pass with an exp.
+_stabilize(
+    E(GE)(E(Sigmoid)(_x), 0),
+    lambda x: kt.logical_not(kt.isnan(x)),
+    "sigmoid(x) >= 0 -> not isnan(x)",
+    "local_sigmoid_nonnegative",
+)
+_stabilize(
+    E(LE)(E(Sigmoid)(_x), 1),
+    lambda x: kt.logical_not(kt.isnan(x)),
+    "sigmoid(x) <= 1 -> not isnan(x)",
+    "local_sigmoid_at_most_one",
+)
 
 _stabilize(
     E(Log)(E(Sub)(1, E(Exp)(_x))),
