@@ -20,12 +20,12 @@ import numpy as np
 from kiln_graph import Apply, DimShuffle, Elemwise, KilnValueError, Variable
 from kiln_graph import tensor as kt
 from kiln_graph._math import (
+    GE,
+    LE,
     Add,
     Erfc,
     Exp,
     Expm1,
-    GE,
-    LE,
     Log,
     Log1p,
     Minimum,
