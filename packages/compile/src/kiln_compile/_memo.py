@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any
 
 from kiln_compile._fgraph import FunctionGraph
-from kiln_graph import graph_replace
+from kiln_graph import as_variable_list, graph_replace
 
 #: Entries kept; each holds a graph and a linked callable.
 MAX_ENTRIES = 256
@@ -47,7 +47,7 @@ def lookup(key: tuple[Any, ...], prepared: FunctionGraph) -> tuple[FunctionGraph
     if fgraph.inputs == prepared.inputs:
         return fgraph, thunk
     mapping = dict(zip(fgraph.inputs, prepared.inputs, strict=True))
-    outputs = graph_replace(list(fgraph.outputs), mapping, strict=False)
+    outputs = as_variable_list(graph_replace(list(fgraph.outputs), mapping, strict=False))
     rebound = FunctionGraph(
         prepared.inputs,
         outputs,

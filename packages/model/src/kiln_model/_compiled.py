@@ -127,7 +127,7 @@ class CompiledModel:
         self.layout: list[Block] = []
         offset = 0
         for info in free:
-            shape = tuple(int(n) for n in np.shape(start[info.value.name]))  # type: ignore[index]
+            shape = tuple(int(n) for n in start[str(info.value.name)].shape)
             size = int(np.prod(shape))
             self.layout.append(Block(str(info.value.name), shape, slice(offset, offset + size)))
             offset += size
@@ -136,13 +136,13 @@ class CompiledModel:
         self.graph = graph
         x = kt.vector("x", shape=(self.ndim,))
         self._x = x
-        pieces = {
+        pieces: dict[Variable, Variable] = {
             info.value: kt.reshape(x[b.slice], b.shape) if b.shape else x[b.slice.start]
             for info, b in zip(free, self.layout, strict=True)
         }
         self._mode = mode
         self._pieces = pieces
-        self._logp_graph = graph_replace(graph.total(jacobian), pieces, strict=False)
+        self._logp_graph: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
         dlogp = grad(self._logp_graph, x)  # type: ignore[arg-type]
         self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
         self._logp: Function | None = None

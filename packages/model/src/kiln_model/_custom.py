@@ -110,7 +110,7 @@ class CustomDist(Distribution):
             op = NoDrawIntRV() if discrete else NoDrawRV()
             rv = kr.draw(op, (), size, rng if rng is not None else kr.rng())
         density = CustomDensity(logp, logcdf, support_point, discrete)
-        _DENSITIES[rv] = (density, tensors)
+        _DENSITIES[rv] = (density, list[Variable](tensors))
         return rv
 
     @classmethod

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -131,7 +131,7 @@ class Mixture(Distribution):
     components.
     """
 
-    params = ("w", "comp_dists")
+    params: ClassVar[tuple[str, ...]] = ("w", "comp_dists")
 
     @classmethod
     def core_ndim(cls) -> int:

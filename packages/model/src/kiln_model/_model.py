@@ -419,7 +419,7 @@ def _frozen_transform(t: Transform | None, sub: Any) -> Transform | None:
     if t is None:
         return None
     if isinstance(t, ChainTransform):
-        return ChainTransform(*[_frozen_transform(s, sub) for s in t.transforms])  # type: ignore[misc]
+        return ChainTransform(*[_frozen_transform(s, sub) or s for s in t.transforms])
     if isinstance(t, IntervalTransform) and type(t) is IntervalTransform:
         return IntervalTransform(sub(t.lower), sub(t.upper))
     return t

@@ -46,7 +46,7 @@ class FirstUseDispatcher(CPUDispatcher):  # type: ignore[misc]  # Numba is untyp
         if self._kiln_signatures:
             self._compile_signatures()
             return self(*args, **kws)
-        return super()._compile_for_args(*args, **kws)
+        return super()._compile_for_args(*args, **kws)  # type: ignore[misc]
 
 
 def signature_njit(*signatures: str, cache: bool = False) -> Callable[[Any], Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from typing import Any
 
 from kiln_graph import Apply, Constant, Op
 from kiln_numba._funcify import CodeContext, FunctionScope
@@ -77,7 +78,7 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
     ctx.emit(f"({''.join(f'{o}, ' for o in ctx.outputs)}) = {name}({', '.join(args)})")
 
 
-def outline_loops(fn: Writer) -> Writer:
+def outline_loops(fn: Any) -> Writer:
     """Return ``fn`` writing its node through :func:`outline` when the node loops."""
 
     @functools.wraps(fn)

@@ -165,7 +165,7 @@ def scalar_expr(
         for i, a in enumerate(args):
             if i not in keep and dtypes[i] != out_dtype:
                 a = cast_expr(a, out_dtype)
-                dtypes[i] = out_dtype
+                dtypes[i] = out_dtype  # type: ignore[call-overload]
             converted.append(a)
         args = converted
     special = DTYPE_TEMPLATES.get(kind)

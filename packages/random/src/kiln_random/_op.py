@@ -72,6 +72,8 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
     def __init__(self, inplace: bool = False) -> None:
         self.inplace = bool(inplace)
         self.destroy_map = {0: [0]} if self.inplace else {}
+        ins: tuple[tuple[str, ...], ...]
+        outs: tuple[tuple[str, ...], ...]
         if self.signature.startswith("->"):  # no parameters (an improper prior's op)
             ins, outs = (), parse_signature("()" + self.signature)[1]
         else:
@@ -81,8 +83,8 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
                 f"{type(self).__name__}: the signature {self.signature!r} must have one core "
                 f"input per parameter {self.params} and one output"
             )
-        self.inputs_sig = ins
-        self.output_sig = outs[0]
+        self.inputs_sig: tuple[tuple[str, ...], ...] = ins
+        self.output_sig: tuple[str, ...] = outs[0]
 
     def __str__(self) -> str:
         return f"{self.name}_rv{{inplace}}" if self.inplace else f"{self.name}_rv"

@@ -51,8 +51,9 @@ def _compiled(name: str, signature: Any = None) -> Any:
     fn = getattr(core, name)
     copy = pytypes.FunctionType(fn.__code__, _namespace, name, fn.__defaults__)
     copy.__qualname__ = fn.__qualname__
-    options = {"cache": True, "nogil": True, "error_model": "numpy"}
-    return njit(signature, **options)(copy) if signature is not None else njit(**options)(copy)
+    if signature is None:
+        return njit(cache=True, nogil=True, error_model="numpy")(copy)
+    return njit(signature, cache=True, nogil=True, error_model="numpy")(copy)
 
 
 @functools.cache

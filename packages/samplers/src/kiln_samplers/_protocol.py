@@ -49,6 +49,6 @@ class NativeLogpGrad(Protocol):
     fn: Any
     user_data: np.ndarray
 
-    def refresh(self) -> None:
+    def refresh(self) -> Any:
         """Point ``user_data`` at the current data."""
         ...
