@@ -2,8 +2,8 @@
 
 Random variables are pure Ops ``(rng, size, *params) -> (next_rng, draw)``, declared by
 a gufunc signature (see :class:`RandomVariable`). ``rng(seed)`` makes a shared
-generator; each distribution function returns a draw and threads the generator, so a
-compiled function advances it after each call.
+generator; each distribution function returns a draw from it. ``kiln.function`` chains
+a function's draws from one shared generator and advances it after each call.
 
 Examples
 --------
