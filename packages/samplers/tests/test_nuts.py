@@ -102,7 +102,7 @@ def test_a_stop_request_returns_what_was_drawn():
     stop = threading.Event()
     calls = []
 
-    def progress(n, stats):
+    def progress(n, stats, tuning):
         calls.append(n)
         if sum(calls) >= 300:
             stop.set()

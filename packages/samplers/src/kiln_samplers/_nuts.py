@@ -150,12 +150,12 @@ def run_chain(
     tune: int,
     settings: NutsSettings,
     native: NativeLogpGrad | None = None,
-    progress: Callable[[int, np.ndarray], None] | None = None,
+    progress: Callable[[int, np.ndarray, bool], None] | None = None,
     stop: threading.Event | None = None,
 ) -> ChainResult:
     """Warm up for ``tune`` iterations, then draw ``draws`` points; return the draws.
 
-    ``progress(n_new, stats_of_new)`` is called after each chunk; setting ``stop`` ends
+    ``progress(n_new, stats_of_new, tuning)`` is called after each chunk; setting ``stop`` ends
     the chain after the current chunk (the result then holds what was drawn).
     """
     if native is not None:
@@ -192,7 +192,7 @@ def run_chain(
             state.welford[:] = 0.0
             _restart_step_size(state, _find_step_size(fn, user_data, state))
         if progress is not None:
-            progress(m, warm_stats[:m])
+            progress(m, warm_stats[:m], True)
     out_draws = np.empty((draws, n))
     out_stats = np.empty((draws, core.N_STATS))
     i = 0
@@ -208,7 +208,7 @@ def run_chain(
         )  # fmt: skip
         i += m
         if progress is not None:
-            progress(m, out_stats[i - m : i])
+            progress(m, out_stats[i - m : i], False)
     eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
     stats = np.concatenate([out_stats[:i], np.full((i, 1), eps_bar)], axis=1)
     return ChainResult(out_draws[:i], stats, i, True)

@@ -25,14 +25,18 @@ class Progress:
                 for c in range(chains)
             ]
 
-    def updater(self, chain: int) -> Callable[[int, np.ndarray], None]:
-        """Return the callback of ``chain``: ``update(n_new, stats_of_the_new_draws)``."""
+    def updater(self, chain: int) -> Callable[[int, np.ndarray, bool], None]:
+        """Return the callback of ``chain``: ``update(n_new, stats_of_the_new, tuning)``.
 
-        def update(n: int, stats: np.ndarray) -> None:
+        The bar counts the divergences after tuning (those the final warning reports).
+        """
+
+        def update(n: int, stats: np.ndarray, tuning: bool) -> None:
             if not self._bars:
                 return
             with self._lock:
-                self._divergences[chain] += int(np.sum(stats[:, core.DIVERGING]))
+                if not tuning:
+                    self._divergences[chain] += int(np.sum(stats[:, core.DIVERGING]))
                 bar = self._bars[chain]
                 bar.update(n)
                 bar.set_postfix(divergences=self._divergences[chain], refresh=False)
