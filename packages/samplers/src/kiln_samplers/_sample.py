@@ -113,8 +113,7 @@ def sample_nuts(
     stats = np.stack([r.stats[:n] for r in finished])
     posterior = _expand(model, unconstrained)
     sample_stats = {name: stats[..., k] for k, name in enumerate(STAT_NAMES)}
-    for name in ("diverging",):
-        sample_stats[name] = sample_stats[name].astype(bool)
+    sample_stats["diverging"] = sample_stats["diverging"].astype(bool)
     for name in ("tree_depth", "n_steps"):
         sample_stats[name] = sample_stats[name].astype(np.int64)
     return Trace(posterior, sample_stats, unconstrained, elapsed, tune, interrupted)
