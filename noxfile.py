@@ -11,6 +11,8 @@ Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
   benchmark models, in its own virtualenv with PyMC and PyTensor (pinned by
   ``benchmarks/peer-constraints.txt``, not by ``constraints.txt``). JAX is not
   installed; the JAX baseline of M3 runs only where it is importable.
+- ``peer_sampling``: ``benchmarks/peer_sampling.py``, ``kl.sample`` next to PyMC's
+  ``pm.sample`` (and nutpie when installed) on M1-M3: wall time and ESS per second.
 - ``demo``: ``examples/eight_schools.py`` (a model sampled end to end with the defaults).
 
 Every session installs all packages under ``packages/`` in editable mode, pinned by
@@ -149,6 +151,18 @@ def peer(session: nox.Session) -> None:
     install_packages(session, "scipy")
     session.install("-c", PEER_CONSTRAINTS, "pytensor", "pymc")
     session.run("python", script, *_timestamped_output(list(session.posargs), "peer"))
+
+
+@nox.session(python=PYTHON)
+def peer_sampling(session: nox.Session) -> None:
+    """Compare kl.sample with PyMC's samplers on M1-M3 (wall time, ESS/s), in one run.
+
+    Results go to benchmarks/results/peer-sampling-<UTC timestamp>.json.
+    """
+    install_packages(session, "scipy")
+    session.install("-c", PEER_CONSTRAINTS, "pytensor", "pymc")
+    output = _timestamped_output(list(session.posargs), "peer-sampling")
+    session.run("python", "benchmarks/peer_sampling.py", *output)
 
 
 @nox.session(python=PYTHON)
