@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 def _child_pymc(name: str, sampler: str) -> dict:
     import arviz_stats
     import pymc as pm
+
     import pymc_models
 
     t0 = time.perf_counter()
