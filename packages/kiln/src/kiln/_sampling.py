@@ -169,13 +169,7 @@ def _log_likelihood(
     compiled: Any, trace: Any, dims: Mapping[str, Any], coords: Mapping[str, Any]
 ) -> Any:
     """Return the pointwise log-likelihood of every draw as a DataTree group."""
-    chains, draws, _ = trace.unconstrained.shape
-    first = compiled.observed_logp(trace.unconstrained[0, 0])
-    out = {k: np.empty((chains, draws, *np.shape(v))) for k, v in first.items()}
-    for c in range(chains):
-        for d in range(draws):
-            for k, v in compiled.observed_logp(trace.unconstrained[c, d]).items():
-                out[k][c, d] = v
+    out = kiln_samplers.map_draws(compiled.observed_logp, trace.unconstrained)
     group_dims = {k: list(dims[k]) for k in out if dims.get(k)}
     tree = arviz_base.from_dict(
         {"log_likelihood": out},

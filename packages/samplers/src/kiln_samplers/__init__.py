@@ -21,4 +21,5 @@ from kiln_samplers._results import to_datatree as to_datatree
 from kiln_samplers._sample import SamplingInterrupted as SamplingInterrupted
 from kiln_samplers._sample import Trace as Trace
 from kiln_samplers._sample import chain_seeds as chain_seeds
+from kiln_samplers._sample import map_draws as map_draws
 from kiln_samplers._sample import sample_nuts as sample_nuts

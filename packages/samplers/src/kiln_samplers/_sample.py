@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,7 @@ def sample_nuts(
     n = min(r.n_done for r in finished)
     unconstrained = np.stack([r.draws[:n] for r in finished])
     stats = np.stack([r.stats[:n] for r in finished])
-    posterior = _expand(model, unconstrained)
+    posterior = map_draws(model.expand, unconstrained)
     sample_stats = {name: stats[..., k] for k, name in enumerate(STAT_NAMES)}
     sample_stats["diverging"] = sample_stats["diverging"].astype(bool)
     for name in ("tree_depth", "n_steps"):
@@ -119,16 +120,18 @@ def sample_nuts(
     return Trace(posterior, sample_stats, unconstrained, elapsed, tune, interrupted)
 
 
-def _expand(model: CompiledModel, unconstrained: np.ndarray) -> dict[str, np.ndarray]:
+def map_draws(
+    fn: Callable[[np.ndarray], dict[str, Any]], unconstrained: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Return ``{name: (chain, draw, ...) array}`` of ``fn`` applied to every draw."""
     chains, draws, _ = unconstrained.shape
-    first = model.expand(unconstrained[0, 0])
-    out = {
-        k: np.empty((chains, draws, *np.shape(v)), dtype=np.asarray(v).dtype)
-        for k, v in first.items()
-    }
+    out: dict[str, np.ndarray] = {}
     for c in range(chains):
         for d in range(draws):
-            for k, v in model.expand(unconstrained[c, d]).items():
+            for k, v in fn(unconstrained[c, d]).items():
+                v = np.asarray(v)
+                if k not in out:
+                    out[k] = np.empty((chains, draws, *v.shape), dtype=v.dtype)
                 out[k][c, d] = v
     return out
 
