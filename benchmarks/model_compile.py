@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,9 +57,8 @@ def time_model(name: str, timeout: float = 900.0) -> dict:
     """Return the cold and warm processes' timings of model ``name`` and the ratios."""
     import stage2
 
-    with tempfile.TemporaryDirectory(prefix="kiln-model-bench-") as cache_dir:
-        cold = stage2.run_child(["--child", name], cache_dir, timeout, Path(__file__))
-        warm = stage2.run_child(["--child", name, "--calls"], cache_dir, timeout, Path(__file__))
+    args = ["--child", name]
+    cold, warm = stage2.cold_and_warm(args, [*args, "--calls"], timeout, Path(__file__))
     out: dict = {"cold": cold, "warm": warm}
     if "error" not in cold and "error" not in warm:
         pymc_cold, pymc_warm = PYMC_QUOTED[name]

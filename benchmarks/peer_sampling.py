@@ -15,7 +15,6 @@ import argparse
 import importlib.util
 import json
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -59,10 +58,8 @@ def compare(name: str, timeout: float = 900.0) -> dict:
     out: dict = {"kiln": sampling.time_model(name, timeout)}
     samplers = ["pymc"] + (["nutpie"] if importlib.util.find_spec("nutpie") else [])
     for sampler in samplers:
-        with tempfile.TemporaryDirectory(prefix="pymc-sample-bench-") as cache_dir:
-            args = ["--child", name, "--sampler", sampler]
-            cold = stage2.run_child(args, cache_dir, timeout, Path(__file__))
-            warm = stage2.run_child(args, cache_dir, timeout, Path(__file__))
+        args = ["--child", name, "--sampler", sampler]
+        cold, warm = stage2.cold_and_warm(args, args, timeout, Path(__file__))
         out[sampler] = {"cold": cold, "warm": warm}
     ratios: dict = {}
     kiln = out["kiln"]

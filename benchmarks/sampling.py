@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -60,9 +59,8 @@ def time_model(name: str, timeout: float = 900.0) -> dict:
     """Return the cold and warm runs of ``name`` and the ratios to PyMC's best option."""
     import stage2
 
-    with tempfile.TemporaryDirectory(prefix="kiln-sample-bench-") as cache_dir:
-        cold = stage2.run_child(["--child", name], cache_dir, timeout, Path(__file__))
-        warm = stage2.run_child(["--child", name], cache_dir, timeout, Path(__file__))
+    args = ["--child", name]
+    cold, warm = stage2.cold_and_warm(args, args, timeout, Path(__file__))
     out: dict = {"cold": cold, "warm": warm}
     if "error" not in cold and "error" not in warm:
         best = PYMC_BEST_WALL[name]

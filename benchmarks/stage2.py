@@ -250,6 +250,16 @@ def _folder_files(folder: str) -> int:
     return sum(len(files) for _, _, files in os.walk(folder))
 
 
+def cold_and_warm(
+    cold_args: list[str], warm_args: list[str], timeout: float, script: Path | None = None
+) -> tuple[dict, dict]:
+    """Run ``script`` twice in new processes on one cache folder that starts empty."""
+    with tempfile.TemporaryDirectory(prefix="kiln-bench-") as cache_dir:
+        cold = run_child(cold_args, cache_dir, timeout, script)
+        warm = run_child(warm_args, cache_dir, timeout, script)
+    return cold, warm
+
+
 def time_model(
     name: str, timeout: float = CHILD_TIMEOUT_S, script: Path | None = None, child: str = "--child"
 ) -> dict:
