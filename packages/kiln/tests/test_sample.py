@@ -72,7 +72,6 @@ def test_another_backend_runs_the_python_loop():
         ({"backend": "numba", "compile_kwargs": {"mode": "FAST_RUN"}}, KilnValueError, "not both"),
         ({"backend": "nope"}, KilnValueError, "not an installed backend"),
         ({"nuts_sampler": "nope"}, KilnValueError, "valid: \\['blackjax', 'kiln'"),
-        ({"nuts_sampler": "blackjax"}, KilnValueError, "needs the package 'blackjax'"),
         ({"init": "nope"}, KilnValueError, "init"),
         ({"compile_kwargs": {"bogus": 1}}, KilnTypeError, "bogus"),
         ({"draws": 0}, ValueError, "draws"),
@@ -82,6 +81,17 @@ def test_another_backend_runs_the_python_loop():
 def test_bad_arguments_are_clear_errors(kwargs, error, match):
     with pytest.raises(error, match=match):
         _sample(**kwargs)
+
+
+def test_an_engine_whose_package_is_missing_names_it(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "blackjax" else real(name, *a)
+    )
+    with pytest.raises(KilnValueError, match="needs the package 'blackjax'"):
+        _sample(nuts_sampler="blackjax")
 
 
 def test_sampling_needs_a_model_with_free_variables():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,18 +9,11 @@ import arviz_base
 import numpy as np
 
 import kiln_samplers
+from kiln._engines import EngineRun, get_engine
 from kiln_compile import FAST_RUN, Mode, available_linkers, get_mode
 from kiln_graph import Constant, KilnTypeError, KilnValueError, SharedVariable
 from kiln_model import Model, modelcontext
-from kiln_numba import native_logp_grad
 
-#: The NUTS engines kiln knows, and the package each needs (None: kiln's own).
-NUTS_SAMPLERS: dict[str, str | None] = {
-    "kiln": None,
-    "nutpie": "nutpie",
-    "numpyro": "numpyro",
-    "blackjax": "blackjax",
-}
 _INITS = ("jitter+adapt_diag", "adapt_diag")
 
 
@@ -48,23 +39,6 @@ def _mode(backend: str | None, compile_kwargs: Mapping[str, Any] | None) -> Mode
             f"{available_linkers()} (others need their package, e.g. kiln-jax)"
         )
     return FAST_RUN.with_linker(backend)
-
-
-def _check_sampler(name: str) -> None:
-    if name not in NUTS_SAMPLERS:
-        raise KilnValueError(
-            f"nuts_sampler: unknown sampler {name!r}; valid: {sorted(NUTS_SAMPLERS)}"
-        )
-    package = NUTS_SAMPLERS[name]
-    if package is not None:
-        if importlib.util.find_spec(package) is None:
-            raise KilnValueError(
-                f"nuts_sampler={name!r} needs the package {package!r}: pip install {package}"
-            )
-        raise NotImplementedError(
-            f"nuts_sampler={name!r}: kiln's adapter for {package} is not written yet; "
-            "use nuts_sampler='kiln'"
-        )
 
 
 def _data_groups(model: Model) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -116,7 +90,7 @@ def sample(
     """
     m = modelcontext(model)
     mode = _mode(backend, compile_kwargs)
-    _check_sampler(nuts_sampler)
+    engine = get_engine(nuts_sampler)
     if init not in _INITS:
         raise KilnValueError(f"init: unknown {init!r}; valid: {list(_INITS)}")
     if step is not None:
@@ -127,24 +101,23 @@ def sample(
     unknown = sorted(set(idata_options) - {"log_likelihood"})
     if unknown:
         raise KilnTypeError(f"idata_kwargs: unknown keys {unknown}; accepted: ['log_likelihood']")
-    settings = kiln_samplers.NutsSettings(
-        target_accept=target_accept, **dict(nuts_sampler_kwargs or {})
+    result = engine(
+        EngineRun(
+            model=m,
+            mode=mode,
+            backend_given=backend is not None or bool(compile_kwargs),
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            cores=cores,
+            random_seed=random_seed,
+            target_accept=target_accept,
+            jitter=init == "jitter+adapt_diag",
+            progressbar=progressbar,
+            options=dict(nuts_sampler_kwargs or {}),
+        )
     )
-    start = time.perf_counter()
-    compiled = m.logp_dlogp_function(mode=mode, jitter=init == "jitter+adapt_diag")
-    native = native_logp_grad(compiled.function) if compiled.function.linker == "numba" else None
-    compile_time = time.perf_counter() - start
-    trace = kiln_samplers.sample_nuts(
-        compiled,
-        draws=draws,
-        tune=tune,
-        chains=chains,
-        cores=cores,
-        random_seed=random_seed,
-        settings=settings,
-        native=native,
-        progressbar=progressbar,
-    )
+    compiled, trace = result.compiled, result.trace
     observed, constant = _data_groups(m)
     dims = {**compiled.dims, **{k: m.named_dims.get(k) for k in [*observed, *constant]}}
     idata = kiln_samplers.to_datatree(
@@ -154,14 +127,15 @@ def sample(
         observed_data=observed,
         constant_data=constant,
         attrs={
-            "compile_time": compile_time,
+            "compile_time": result.compile_time,
             "backend": compiled.function.linker,
             "nuts_sampler": nuts_sampler,
+            **result.attrs,
         },
     )
     if idata_options.get("log_likelihood"):
         idata["log_likelihood"] = _log_likelihood(compiled, trace, dims, compiled.coords)
-    kiln_samplers.check_diagnostics(idata, settings.max_treedepth)
+    kiln_samplers.check_diagnostics(idata, result.max_treedepth)
     return idata
 
 

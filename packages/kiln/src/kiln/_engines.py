@@ -1,0 +1,130 @@
+"""The NUTS engines ``kiln.sample`` can drive, one run function each.
+
+An engine takes an :class:`EngineRun` (the model, the mode and the sampling options
+``kiln.sample`` validated) and returns an :class:`EngineResult`: a
+:class:`kiln_samplers.Trace` (posterior draws with the model's names and shapes,
+``sample_stats`` in kiln's vocabulary, the unconstrained draws) and the compiled model
+the draws came from. ``kiln.sample`` turns every engine's result into the same ArviZ
+layout. Engines are registered in :data:`ENGINES` by name, with the package each needs
+and the ``module:function`` that runs it (imported only when that engine is used).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kiln_samplers
+from kiln_compile import Mode
+from kiln_graph import KilnValueError
+from kiln_model import Model
+from kiln_model._compiled import CompiledModel
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineRun:
+    """What ``kiln.sample`` asks of an engine (arguments already validated).
+
+    ``backend_given`` says whether the user chose the backend (``backend=`` or
+    ``compile_kwargs``): an engine that needs one backend may pick it when the user did
+    not, and must raise a clear error when the user chose another.
+    """
+
+    model: Model
+    mode: Mode
+    backend_given: bool
+    draws: int
+    tune: int
+    chains: int
+    cores: int | None
+    random_seed: Any
+    target_accept: float
+    jitter: bool
+    progressbar: bool
+    options: Mapping[str, Any]  # nuts_sampler_kwargs
+
+
+@dataclasses.dataclass
+class EngineResult:
+    """An engine's draws, the compiled model they belong to, and its timings."""
+
+    trace: kiln_samplers.Trace
+    compiled: CompiledModel
+    compile_time: float
+    max_treedepth: int
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+Engine = Callable[[EngineRun], EngineResult]
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineEntry:
+    """A registered engine: the package it needs (None: only kiln) and where it lives."""
+
+    package: str | None
+    target: str  # "module:function"
+
+    def load(self) -> Engine:
+        """Import and return the engine's run function."""
+        module, name = self.target.split(":")
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+#: The NUTS engines, by the name ``kiln.sample(nuts_sampler=...)`` takes.
+ENGINES: dict[str, EngineEntry] = {
+    "kiln": EngineEntry(None, "kiln._engines:run_kiln"),
+    "nutpie": EngineEntry("nutpie", "kiln._engine_nutpie:run_nutpie"),
+    "numpyro": EngineEntry("numpyro", "kiln._engine_jax:run_numpyro"),
+    "blackjax": EngineEntry("blackjax", "kiln._engine_jax:run_blackjax"),
+}
+
+
+def get_engine(name: Any) -> Engine:
+    """Return the run function of the engine ``name``.
+
+    Raises
+    ------
+    KilnValueError
+        For an unknown name (listing the valid ones) or an engine whose package is not
+        installed (naming it).
+    """
+    if not isinstance(name, str) or name not in ENGINES:
+        raise KilnValueError(f"nuts_sampler: unknown sampler {name!r}; valid: {sorted(ENGINES)}")
+    entry = ENGINES[name]
+    if entry.package is not None and importlib.util.find_spec(entry.package) is None:
+        raise KilnValueError(
+            f"nuts_sampler={name!r} needs the package {entry.package!r}: "
+            f"pip install {entry.package}"
+        )
+    return entry.load()
+
+
+def run_kiln(run: EngineRun) -> EngineResult:
+    """Kiln's own NUTS: the compiled Numba kernel on the Numba backend, Python otherwise."""
+    options = dict(run.options)
+    settings = kiln_samplers.NutsSettings(target_accept=run.target_accept, **options)
+    start = time.perf_counter()
+    compiled = run.model.logp_dlogp_function(mode=run.mode, jitter=run.jitter)
+    native = None
+    if compiled.function.linker == "numba":
+        from kiln_numba import native_logp_grad
+
+        native = native_logp_grad(compiled.function)
+    compile_time = time.perf_counter() - start
+    trace = kiln_samplers.sample_nuts(
+        compiled,
+        draws=run.draws,
+        tune=run.tune,
+        chains=run.chains,
+        cores=run.cores,
+        random_seed=run.random_seed,
+        settings=settings,
+        native=native,
+        progressbar=run.progressbar,
+    )
+    return EngineResult(trace, compiled, compile_time, settings.max_treedepth)
