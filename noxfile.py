@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parent
 CONSTRAINTS = "constraints.txt"  # nox runs sessions from the directory of this file
 PEER_CONSTRAINTS = "benchmarks/peer-constraints.txt"  # PyTensor/PyMC, for `nox -s peer` only
 BUILD_REQUIREMENTS = ("hatchling", "editables")  # what building packages/* editable needs
+#: The external NUTS engines kiln.sample drives (optional for users, tested in CI).
+ENGINES = ("nutpie", "numpyro", "blackjax")
 
 
 def _canonical(name: str) -> str:
@@ -101,7 +103,7 @@ def _has_test_files() -> bool:
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the tests of every package and the integration tests."""
-    install_packages(session, "pytest", "hypothesis", "scipy", "mpmath")
+    install_packages(session, "pytest", "hypothesis", "scipy", "mpmath", *ENGINES)
     posargs = list(session.posargs)
     args = posargs if _names_a_path(posargs) else [*_test_paths(), *posargs]
     # pytest exits 5 when it collected no test; that is only acceptable while the
