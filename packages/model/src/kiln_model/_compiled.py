@@ -27,11 +27,37 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """One free variable's place in the flat vector."""
+    """One free variable's place in the flat vector.
+
+    A discrete variable (``dtype`` an integer type) is stored in the float64 vector as
+    exact integers and rounded back to ``dtype`` in the graph; ``support`` names its
+    kind (``"binary"``, ``"categorical"``, ``"nonnegative_integer"``, ...) and
+    ``lower`` / ``upper`` bound its values (``upper`` of a categorical one is its number
+    of categories minus one). The log-density's gradient is zero on discrete blocks.
+    """
 
     name: str
     shape: tuple[int, ...]
     slice: slice
+    dtype: str = "float64"
+    support: str = "real"
+    lower: float = -np.inf
+    upper: float = np.inf
+
+    @property
+    def discrete(self) -> bool:
+        """Whether the block holds integer values (sampled by gradient-free steps only)."""
+        return np.dtype(self.dtype).kind in "iub"
+
+
+#: The bounds of a discrete support: (lower, upper); categorical's upper is per variable.
+_DISCRETE_BOUNDS: dict[str, tuple[float, float]] = {
+    "binary": (0.0, 1.0),
+    "categorical": (0.0, np.inf),
+    "nonnegative_integer": (0.0, np.inf),
+    "positive_integer": (1.0, np.inf),
+    "counts": (0.0, np.inf),
+}
 
 
 def _initial_point_function(model: Model) -> Function:
@@ -103,6 +129,16 @@ class CompiledModel:
         them; each one's dims (or None) and the model's coords.
     function
         The compiled ``x -> [logp, dlogp]`` (:class:`kiln_compile.Function`).
+    discrete_mask
+        Boolean ``(ndim,)``: which entries of the vector belong to discrete blocks.
+
+    Parameters
+    ----------
+    discrete
+        Carry discrete free variables (for gradient-free steps): their integer values
+        live in the float64 vector, the gradient is zero there, and ``initial_point``
+        jitters only the continuous entries. By default a discrete free variable is an
+        error (NUTS alone cannot sample it).
     """
 
     def __init__(
@@ -111,15 +147,17 @@ class CompiledModel:
         mode: Mode | str | None = None,
         jacobian: bool = True,
         jitter: bool = True,
+        discrete: bool = False,
     ) -> None:
         free = model.free_variables
         if not free:
             raise ModelError("the model has no free variables: there is nothing to sample")
         for info in free:
-            if info.value.dtype not in ("float64", "float32"):
+            if info.value.dtype not in ("float64", "float32") and not discrete:
                 raise KilnTypeError(
                     f"{info.name} is discrete ({info.rv.dtype}): gradient-based samplers need "
-                    "continuous free variables; use a gradient-free step for it"
+                    "continuous free variables; sample it with a gradient-free step "
+                    "(kl.sample(nuts_sampler='kiln') assigns one), or marginalize it out"
                 )
         self.model = model
         self.jitter = jitter
@@ -129,17 +167,29 @@ class CompiledModel:
         for info in free:
             shape = tuple(int(n) for n in start[str(info.value.name)].shape)
             size = int(np.prod(shape))
-            self.layout.append(Block(str(info.value.name), shape, slice(offset, offset + size)))
+            sl = slice(offset, offset + size)
+            dtype = str(info.value.dtype)
+            if np.dtype(dtype).kind in "iub":
+                support = str(getattr(info.distribution, "support", "integer"))
+                low, high = _DISCRETE_BOUNDS.get(support, (-np.inf, np.inf))
+                self.layout.append(Block(str(info.value.name), shape, sl, dtype, support, low, high))
+            else:
+                self.layout.append(Block(str(info.value.name), shape, sl))
             offset += size
         self.ndim = offset
+        self.discrete_mask = np.zeros(self.ndim, dtype=bool)
+        for b in self.layout:
+            self.discrete_mask[b.slice] = b.discrete
         graph = build_logp(model)
         self.graph = graph
         x = kt.vector("x", shape=(self.ndim,))
         self._x = x
-        pieces: dict[Variable, Variable] = {
-            info.value: kt.reshape(x[b.slice], b.shape) if b.shape else x[b.slice.start]
-            for info, b in zip(free, self.layout, strict=True)
-        }
+        pieces: dict[Variable, Variable] = {}
+        for info, b in zip(free, self.layout, strict=True):
+            piece = kt.reshape(x[b.slice], b.shape) if b.shape else x[b.slice.start]
+            if b.discrete:  # integers stored as float64: round back to the value's dtype
+                piece = kt.cast(kt.floor(piece + 0.5), b.dtype)
+            pieces[info.value] = piece
         self._mode = mode
         self._pieces = pieces
         self._logp_graph: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
@@ -155,6 +205,27 @@ class CompiledModel:
         self._start = np.concatenate(
             [np.ravel(start[b.name]).astype("float64") for b in self.layout]
         )
+        if any(b.support == "categorical" for b in self.layout):
+            self._set_categories(free, pieces)
+
+    def _set_categories(self, free: list[Any], pieces: dict[Variable, Variable]) -> None:
+        """Set ``upper`` of each categorical block: its number of categories minus one."""
+        replace: dict[Variable, Variable] = {i.rv: i.value for i in self.model.variables.values()}
+        positions, counts = [], []
+        for k, (info, b) in enumerate(zip(free, self.layout, strict=True)):
+            if b.support == "categorical":
+                p = graph_replace(kt.as_tensor(info.params[0]), replace, strict=False)
+                positions.append(k)
+                counts.append(graph_replace(kt.shape_i(p, -1), pieces, strict=False))
+        f = function([self._x], counts, mode="FAST_COMPILE", trust_input=True)
+        values = f(self._start)
+        for k, n in zip(positions, values if isinstance(values, list) else [values], strict=True):
+            self.layout[k] = dataclasses.replace(self.layout[k], upper=float(n) - 1.0)
+
+    @property
+    def has_discrete(self) -> bool:
+        """Whether any free variable is discrete (only with ``discrete=True``)."""
+        return bool(self.discrete_mask.any())
 
     @property
     def out_shapes(self) -> list[tuple[int, ...]]:
@@ -215,7 +286,8 @@ class CompiledModel:
         """Return a starting point: support points, jittered when ``jitter`` (by ``seed``)."""
         x = self._start.copy()
         if self.jitter:
-            x += np.random.default_rng(seed).uniform(-1.0, 1.0, size=x.shape)
+            noise = np.random.default_rng(seed).uniform(-1.0, 1.0, size=x.shape)
+            x += np.where(self.discrete_mask, 0.0, noise)
         return x
 
     def point_to_array(self, point: Mapping[str, Any]) -> np.ndarray:
@@ -230,7 +302,12 @@ class CompiledModel:
     def array_to_point(self, x: Any) -> dict[str, np.ndarray]:
         """Return ``{value name: unconstrained value}`` of the flat vector ``x``."""
         arr = self._flat(x)
-        return {b.name: arr[b.slice].reshape(b.shape) for b in self.layout}
+        return {
+            b.name: np.rint(arr[b.slice]).astype(b.dtype).reshape(b.shape)
+            if b.discrete
+            else arr[b.slice].reshape(b.shape)
+            for b in self.layout
+        }
 
 
 def compile_point_function(

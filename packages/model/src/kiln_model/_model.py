@@ -234,10 +234,13 @@ class Model:
         return lambda point=None: np.concatenate([np.ravel(g) for g in f(point)])
 
     def logp_dlogp_function(
-        self, mode: Any = None, jacobian: bool = True, jitter: bool = True
+        self, mode: Any = None, jacobian: bool = True, jitter: bool = True, discrete: bool = False
     ) -> CompiledModel:
-        """Return the model compiled over one flat vector (what samplers consume)."""
-        return CompiledModel(self, mode=mode, jacobian=jacobian, jitter=jitter)
+        """Return the model compiled over one flat vector (what samplers consume).
+
+        ``discrete=True`` carries discrete free variables too (for gradient-free steps).
+        """
+        return CompiledModel(self, mode=mode, jacobian=jacobian, jitter=jitter, discrete=discrete)
 
     def point_logps(
         self, point: Mapping[str, Any] | None = None, round_vals: int = 2
