@@ -7,6 +7,8 @@ kernel when the model brings a native log-density (``NativeLogpGrad``), in Pytho
 otherwise. Results become ArviZ data with :func:`to_datatree`.
 """
 
+from kiln_samplers._jax_nuts import sample_blackjax as sample_blackjax
+from kiln_samplers._jax_nuts import sample_numpyro as sample_numpyro
 from kiln_samplers._nuts import STAT_NAMES as STAT_NAMES
 from kiln_samplers._nuts import ChainState as ChainState
 from kiln_samplers._nuts import NutsSettings as NutsSettings
