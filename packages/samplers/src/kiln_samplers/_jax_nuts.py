@@ -56,9 +56,9 @@ class _CompileClock:
         self.seconds = 0.0
         self._active = False
 
-    def __call__(self, event: str, duration: float, **_: Any) -> None:
+    def __call__(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if self._active and event in self._EVENTS:
-            self.seconds += duration
+            self.seconds += duration_secs
 
     @contextlib.contextmanager
     def running(self) -> Iterator[_CompileClock]:
