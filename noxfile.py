@@ -161,7 +161,7 @@ def peer_sampling(session: nox.Session) -> None:
 
     Results go to benchmarks/results/peer-sampling-<UTC timestamp>.json.
     """
-    install_packages(session, "scipy")
+    install_packages(session, "scipy", *ENGINES)
     session.install("-c", PEER_CONSTRAINTS, "pytensor", "pymc")
     output = _timestamped_output(list(session.posargs), "peer-sampling")
     session.run("python", "benchmarks/peer_sampling.py", *output)

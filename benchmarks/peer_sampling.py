@@ -1,12 +1,17 @@
-"""kiln.sample next to PyMC's samplers on M1-M3, in one run (issue #7's comparison).
+"""kl.sample next to PyMC's pm.sample on M1-M3, engine by engine, in one run.
 
-Each sampler runs ``tune=1000, draws=1000, chains=2, cores=2`` in new processes on one
-cache folder that starts empty, ``cold`` then ``warm`` (``stage2.run_child``):
-kiln's side is ``sampling.py``'s child; PyMC's is ``pm.sample`` with
-``nuts_sampler="pymc"`` (and ``"nutpie"`` when nutpie is importable) on the same
-models and data (``pymc_models.py``). Each reports wall seconds (model construction to
-the returned data, imports excluded), min bulk ESS and ESS per second; ``ratios``
-compare kiln with PyMC's best option of this run. Run by ``nox -s peer_sampling``.
+Each engine runs ``tune=1000, draws=1000, chains=2, cores=2`` in new processes on one
+cache folder that starts empty (``stage2.run_child``), ``cold`` then ``warm``, once
+through kiln (``sampling.py``'s child, ``kl.sample(nuts_sampler=...)``) and once
+through PyMC (``pm.sample(nuts_sampler=...)`` on the same models and data,
+``pymc_models.py``). The engines: each library's own NUTS (kiln's vs PyMC's), then
+nutpie, numpyro and blackjax where installed. Each run reports wall seconds (model
+construction to the returned data, imports excluded), min bulk ESS and ESS per
+second; ``ratios`` compare kiln with PyMC for the same engine (wall: kiln / PyMC, lower
+is better; ESS/s: kiln / PyMC, higher is better) and kiln's own NUTS with PyMC's best
+option. PyMC's JAX engines run with JAX's defaults (no persistent compilation cache);
+kiln's use JAX's persistent cache under the kiln cache root. Run by
+``nox -s peer_sampling``.
 """
 
 from __future__ import annotations
@@ -50,25 +55,43 @@ def _child_pymc(name: str, sampler: str) -> dict:
     return {"wall_s": wall, "min_ess_bulk": min_ess, "ess_per_s": min_ess / wall}
 
 
-def compare(name: str, timeout: float = 900.0) -> dict:
-    """Return kiln's and PyMC's cold and warm runs of model ``name``, and the ratios."""
+#: Engine name in kiln -> its name in PyMC.
+ENGINES = {"kiln": "pymc", "nutpie": "nutpie", "numpyro": "numpyro", "blackjax": "blackjax"}
+
+
+def _installed(engine: str) -> bool:
+    return engine == "kiln" or importlib.util.find_spec(engine) is not None
+
+
+def compare(name: str, timeout: float = 900.0, engines: list[str] | None = None) -> dict:
+    """Return kiln's and PyMC's cold and warm runs of model ``name`` per engine, and ratios."""
     import sampling
     import stage2
 
-    out: dict = {"kiln": sampling.time_model(name, timeout)}
-    samplers = ["pymc"] + (["nutpie"] if importlib.util.find_spec("nutpie") else [])
-    for sampler in samplers:
-        args = ["--child", name, "--sampler", sampler]
-        cold, warm = stage2.cold_and_warm(args, args, timeout, Path(__file__))
-        out[sampler] = {"cold": cold, "warm": warm}
+    out: dict = {}
     ratios: dict = {}
-    kiln = out["kiln"]
+    for engine in [e for e in engines or list(ENGINES) if _installed(e)]:
+        theirs = ENGINES[engine]
+        args = ["--child", name, "--sampler", theirs]
+        cold, warm = stage2.cold_and_warm(args, args, timeout, Path(__file__))
+        out[engine] = {
+            "kiln": sampling.time_model(name, timeout, sampler=engine),
+            "pymc": {"cold": cold, "warm": warm},
+        }
+        for phase in ("cold", "warm"):
+            ours, other = out[engine]["kiln"][phase], out[engine]["pymc"][phase]
+            if "wall_s" in ours and "wall_s" in other:
+                ratios[f"{engine}_{phase}_wall"] = ours["wall_s"] / other["wall_s"]
+                ratios[f"{engine}_{phase}_ess_per_s"] = ours["ess_per_s"] / other["ess_per_s"]
+    kiln = out.get("kiln", {}).get("kiln", {})
     for phase in ("cold", "warm"):
-        others = [out[s][phase] for s in samplers if "wall_s" in out[s][phase]]
-        if "wall_s" not in kiln[phase] or not others:
+        others = [r["pymc"][phase] for r in out.values() if "wall_s" in r["pymc"][phase]]
+        if "wall_s" not in kiln.get(phase, {}) or not others:
             continue
-        ratios[f"{phase}_wall_over_best"] = kiln[phase]["wall_s"] / min(o["wall_s"] for o in others)
-        ratios[f"{phase}_ess_per_s_over_best"] = kiln[phase]["ess_per_s"] / max(
+        ratios[f"kiln_{phase}_wall_over_pymc_best"] = kiln[phase]["wall_s"] / min(
+            o["wall_s"] for o in others
+        )
+        ratios[f"kiln_{phase}_ess_per_s_over_pymc_best"] = kiln[phase]["ess_per_s"] / max(
             o["ess_per_s"] for o in others
         )
     out["ratios"] = ratios
@@ -80,6 +103,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--sampler", default="pymc", help=argparse.SUPPRESS)
     parser.add_argument("--models", nargs="+", default=["M1", "M2", "M3"])
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     if args.child:
@@ -87,7 +111,7 @@ def main() -> None:
         print(json.dumps(_child_pymc(args.child, args.sampler)))
         return
     sys.path.insert(0, str(HERE))
-    results = {name: compare(name) for name in args.models}
+    results = {name: compare(name, engines=args.engines) for name in args.models}
     text = json.dumps(results, indent=2)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
