@@ -251,17 +251,25 @@ class CompiledModel:
             self._logp = function([self._x], self._logp_graph, mode=self._mode, trust_input=True)
         return float(self._logp(self._flat(x)))
 
-    def expand(self, x: Any) -> dict[str, np.ndarray]:
-        """Return the constrained free variables and the deterministics at ``x``.
+    @property
+    def expand_function(self) -> Function:
+        """The compiled ``x -> [value of each out_names entry]`` (compiled at first use).
 
-        Compiled at the first use (samplers need it only for their draws).
+        For native paths (kiln_numba's C entry points) that wrap the Function itself.
         """
         if self._expand is None:
             graph = self.graph
             exprs = [*graph.constrained.values(), *graph.deterministics.values()]
             outputs = graph_replace(exprs, self._pieces, strict=False)
             self._expand = function([self._x], outputs, mode=self._mode, trust_input=True)
-        values = self._expand(self._flat(x))
+        return self._expand
+
+    def expand(self, x: Any) -> dict[str, np.ndarray]:
+        """Return the constrained free variables and the deterministics at ``x``.
+
+        Compiled at the first use (samplers need it only for their draws).
+        """
+        values = self.expand_function(self._flat(x))
         values = values if isinstance(values, list) else [values]
         return {n: np.asarray(v) for n, v in zip(self.out_names, values, strict=True)}
 
