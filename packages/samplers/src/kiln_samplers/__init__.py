@@ -5,8 +5,18 @@ no-U-turn criterion, Stan's windowed warm-up (diagonal mass matrix, dual-averagi
 step size), chains in parallel threads. Its transitions run in one compiled Numba
 kernel when the model brings a native log-density (``NativeLogpGrad``), in Python
 otherwise. Results become ArviZ data with :func:`to_datatree`.
+
+Gradient-free step methods over entries of the flat vector (:class:`Metropolis`,
+:class:`Slice`, :class:`DEMetropolis`, :class:`DEMetropolisZ`, :class:`BinaryMetropolis`,
+:class:`CategoricalGibbsMetropolis`), NUTS as a step, and :class:`CompoundStep` run
+with :func:`sample_steps`.
 """
 
+from kiln_samplers._compound import NUTS as NUTS
+from kiln_samplers._compound import CompoundStep as CompoundStep
+from kiln_samplers._compound import sample_steps as sample_steps
+from kiln_samplers._demetropolis import DEMetropolis as DEMetropolis
+from kiln_samplers._demetropolis import DEMetropolisZ as DEMetropolisZ
 from kiln_samplers._jax_nuts import sample_blackjax as sample_blackjax
 from kiln_samplers._jax_nuts import sample_numpyro as sample_numpyro
 from kiln_samplers._nuts import STAT_NAMES as STAT_NAMES
@@ -25,3 +35,9 @@ from kiln_samplers._sample import Trace as Trace
 from kiln_samplers._sample import chain_seeds as chain_seeds
 from kiln_samplers._sample import map_draws as map_draws
 from kiln_samplers._sample import sample_nuts as sample_nuts
+from kiln_samplers._steps import BinaryMetropolis as BinaryMetropolis
+from kiln_samplers._steps import CategoricalGibbsMetropolis as CategoricalGibbsMetropolis
+from kiln_samplers._steps import Metropolis as Metropolis
+from kiln_samplers._steps import Slice as Slice
+from kiln_samplers._steps import Step as Step
+from kiln_samplers._steps import StepContext as StepContext
