@@ -23,7 +23,9 @@ from kiln_numba._funcify import has_numba_implementation as has_numba_implementa
 from kiln_numba._funcify import numba_funcify as numba_funcify
 from kiln_numba._linker import NumbaLinker as NumbaLinker
 from kiln_numba._linker import NumbaThunk as NumbaThunk
+from kiln_numba.native import native_expand as native_expand
 from kiln_numba.native import native_logp_grad as native_logp_grad
+from kiln_numba.native_c import native_c_pointers as native_c_pointers
 
 __all__ = [
     "blockwise",

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numba
-from numba.core import caching
+from numba.core import caching, sigutils
+from numba.core.ccallback import CFunc
 from numba.core.runtime import rtsys
 from numba.core.serialize import dumps
 
@@ -206,6 +207,27 @@ def njit(*args: Any, cache: bool = False, **kwargs: Any) -> Any:
         return decorate(args[0])
     if args:
         raise TypeError("njit: pass options as keywords (cache=..., error_model=...)")
+    return decorate
+
+
+def cfunc(signature: Any, cache: bool = False, **options: Any) -> Any:
+    """Return ``numba.cfunc(signature)``, with kiln's checked cache (beside the module).
+
+    Like :func:`njit` for C callbacks: Numba compiles a ``cfunc`` when it is decorated,
+    so the cache is set before that compile, and a cached callback's machine code (with
+    everything it calls) is loaded instead of compiled. ``options`` are Numba's
+    (``error_model=...``). Caching is skipped when the module's ``__kiln_cache__`` global
+    is false.
+    """
+    args, return_type = sigutils.normalize_signature(signature)
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        callback = CFunc(fn, (args, return_type), {}, options)
+        if cache and fn.__globals__.get("__kiln_cache__", True):
+            callback._cache = KilnFunctionCache(fn)
+        callback.compile()
+        return callback
+
     return decorate
 
 

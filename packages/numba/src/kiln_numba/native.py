@@ -61,12 +61,16 @@ from kiln_numba._codegen import Generated
 from kiln_numba._runtime import KilnRuntimeError
 
 __all__ = [
+    "EXPAND_NUMBA_SIGNATURE",
+    "EXPAND_SIGNATURE",
     "LOGP_GRAD_NUMBA_SIGNATURE",
     "LOGP_GRAD_SIGNATURE",
+    "NativeExpand",
     "NativeLogpGrad",
     "address_as_void_pointer",
     "as_readonly",
     "carray",
+    "native_expand",
     "native_logp_grad",
 ]
 
@@ -77,7 +81,14 @@ LOGP_GRAD_SIGNATURE = "float64(float64[::1], float64[::1], int64[::1])"
 #: type of every model's :attr:`NativeLogpGrad.fn`).
 LOGP_GRAD_NUMBA_SIGNATURE = types.float64(types.float64[::1], types.float64[::1], types.int64[::1])
 
+#: The expand protocol: ``status = fn(x, out, user_data)`` writes every output of the
+#: model's expand function, flattened in C order and cast to float64, one after the
+#: other into ``out``; ``status`` is 0, or -1 when ``out`` does not have their total size.
+EXPAND_SIGNATURE = "int64(float64[::1], float64[::1], int64[::1])"
+EXPAND_NUMBA_SIGNATURE = types.int64(types.float64[::1], types.float64[::1], types.int64[::1])
+
 _WRAPPER_NAME = "logp_grad"
+_EXPAND_NAME = "expand"
 #: Bumped whenever the generated wrapper changes meaning (it is part of its file name).
 _WRAPPER_VERSION = 1
 
@@ -165,8 +176,11 @@ def _as_passable(value: Any, slot: _Slot) -> np.ndarray:
     return value
 
 
-def _wrapper_source(module: str, slots: Sequence[_Slot]) -> str:
-    """Return the source of the wrapper module calling ``module``'s ``kiln_fn``."""
+def _argument_lines(slots: Sequence[_Slot]) -> tuple[list[str], str, int]:
+    """Return the lines unpacking ``user_data`` into ``kiln_fn``'s arguments after ``x``.
+
+    Also returns those arguments (``", a0, a1"``) and the length of ``user_data``.
+    """
     lines: list[str] = []
     names: list[str] = []
     pos = 0
@@ -187,7 +201,12 @@ def _wrapper_source(module: str, slots: Sequence[_Slot]) -> str:
         )
         names.append(name)
         pos += slot.width
-    args = "".join(f", {n}" for n in names)
+    return lines, "".join(f", {n}" for n in names), pos
+
+
+def _wrapper_source(module: str, slots: Sequence[_Slot]) -> str:
+    """Return the source of the wrapper module calling ``module``'s ``kiln_fn``."""
+    lines, args, pos = _argument_lines(slots)
     lines += [
         f"logp, grad = kiln_fn(x{args})",
         "if grad.shape[0] != grad_out.shape[0]:",
@@ -206,7 +225,32 @@ def _wrapper_source(module: str, slots: Sequence[_Slot]) -> str:
     )
 
 
-def _load_wrapper(key: str, source: str, gen: Generated) -> tuple[Any, dict[str, Any]]:
+def _expand_source(module: str, slots: Sequence[_Slot], n_outputs: int) -> str:
+    """Return the source of the expand wrapper module calling ``module``'s ``kiln_fn``."""
+    lines, args, pos = _argument_lines(slots)
+    outs = [f"outs[{k}]" for k in range(n_outputs)]
+    lines += [
+        f"outs = kiln_fn(x{args})",
+        f"if {' + '.join(o + '.size' for o in outs)} != out.shape[0]:",
+        "    return -1",
+        "k = 0",
+    ]
+    for o in outs:
+        lines += [f"for v in {o}.flat:", "    out[k] = v", "    k += 1"]
+    lines.append("return 0")
+    body = "\n".join("    " + line for line in lines)
+    header = _HEADER.format(module=module)
+    return (
+        f"{header}\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
+        f"def {_EXPAND_NAME}(x, out, user_data):\n"
+        f"    # kiln_numba.native expand wrapper, version {_WRAPPER_VERSION}; "
+        f"user_data holds {pos} entries\n{body}\n"
+    )
+
+
+def _load_wrapper(
+    key: str, source: str, gen: Generated, attr: str = _WRAPPER_NAME
+) -> tuple[Any, dict[str, Any]]:
     """Return the wrapper's dispatcher (from this process, the cache entry or memory).
 
     The module file goes to the Stage-2 entry ``key``, beside the generated module,
@@ -219,7 +263,7 @@ def _load_wrapper(key: str, source: str, gen: Generated) -> tuple[Any, dict[str,
     if loaded is not None:
         info["module"] = getattr(loaded, "__file__", "")
         info["cache"] = "memory"
-        return getattr(loaded, _WRAPPER_NAME), info
+        return getattr(loaded, attr), info
     path = None
     outcome = "uncacheable"
     if gen.cacheable:
@@ -234,15 +278,15 @@ def _load_wrapper(key: str, source: str, gen: Generated) -> tuple[Any, dict[str,
         module = _linker._exec_module(name, source, filename, plain, cache=False)
         info["module"] = "in memory"
         info["cache"] = outcome
-    return getattr(module, _WRAPPER_NAME), info
+    return getattr(module, attr), info
 
 
-def _compile(fn: Any, info: dict[str, Any]) -> None:
+def _compile(fn: Any, info: dict[str, Any], signature: Any = LOGP_GRAD_NUMBA_SIGNATURE) -> None:
     """Compile (or load from the cache) ``fn`` for the one signature; allow no other."""
     hits = sum(fn.stats.cache_hits.values())
     misses = sum(fn.stats.cache_misses.values())
     start = time.perf_counter()
-    fn.compile(LOGP_GRAD_NUMBA_SIGNATURE)
+    fn.compile(signature)
     fn.disable_compile()
     info["compile_s"] = time.perf_counter() - start
     if "cache" not in info:
@@ -254,27 +298,8 @@ def _compile(fn: Any, info: dict[str, Any]) -> None:
             info["cache"] = "memory"
 
 
-class NativeLogpGrad:
-    """A model's native ``logp = fn(x, grad_out, user_data)`` (see the module docstring).
-
-    Attributes
-    ----------
-    fn
-        The ``@njit(LOGP_GRAD_SIGNATURE, nogil=True)`` dispatcher; from Python or njit
-        code, ``fn(x, grad_out, user_data)`` writes the gradient into ``grad_out`` and
-        returns the log-density. Its Numba type is
-        ``types.FunctionType(LOGP_GRAD_NUMBA_SIGNATURE)``.
-    user_data
-        ``int64`` array: for each argument of the model's function after ``x`` (the
-        shared variables' values, then the constants), its address and, for a shared
-        value, its shape. :meth:`refresh` updates it in place.
-    keep_alive
-        The arrays whose addresses ``user_data`` holds.
-    stage2
-        Where the wrapper came from: ``"module"`` (its file, or ``"in memory"``),
-        ``"cache"`` (``"hit"``, ``"miss"``, ``"memory"``, or why it is not cached) and
-        ``"compile_s"``.
-    """
+class _NativeWrapper:
+    """A native wrapper of a kiln Function: ``fn``, ``user_data``, ``keep_alive``."""
 
     def __init__(self, function: Any, fn: Any, slots: list[_Slot], stage2: dict[str, Any]):
         self.function = function
@@ -326,18 +351,48 @@ class NativeLogpGrad:
 
     def __repr__(self) -> str:
         return (
-            f"NativeLogpGrad({len(self._slots)} argument(s) in user_data, "
+            f"{type(self).__name__}({len(self._slots)} argument(s) in user_data, "
             f"wrapper: {self.stage2.get('cache')})"
         )
 
 
-def _check_function(function: Any) -> tuple[Any, Generated]:
-    """Return ``function``'s thunk and generated module, or raise a clear error."""
-    expected = (
-        "native_logp_grad expects a kiln Function compiled with the Numba linker "
-        "(mode=kiln.FAST_RUN.with_linker('numba')), with one input, a float64 vector x, "
-        "and two outputs [logp, grad]: a float64 scalar and a float64 vector"
-    )
+class NativeLogpGrad(_NativeWrapper):
+    """A model's native ``logp = fn(x, grad_out, user_data)`` (see the module docstring).
+
+    Attributes
+    ----------
+    fn
+        The ``@njit(LOGP_GRAD_SIGNATURE, nogil=True)`` dispatcher; from Python or njit
+        code, ``fn(x, grad_out, user_data)`` writes the gradient into ``grad_out`` and
+        returns the log-density. Its Numba type is
+        ``types.FunctionType(LOGP_GRAD_NUMBA_SIGNATURE)``.
+    user_data
+        ``int64`` array: for each argument of the model's function after ``x`` (the
+        shared variables' values, then the constants), its address and, for a shared
+        value, its shape. :meth:`refresh` updates it in place.
+    keep_alive
+        The arrays whose addresses ``user_data`` holds.
+    stage2
+        Where the wrapper came from: ``"module"`` (its file, or ``"in memory"``),
+        ``"cache"`` (``"hit"``, ``"miss"``, ``"memory"``, or why it is not cached) and
+        ``"compile_s"``.
+    """
+
+
+class NativeExpand(_NativeWrapper):
+    """A model's native ``status = fn(x, out, user_data)`` of its expand function.
+
+    ``fn`` (compiled for :data:`EXPAND_SIGNATURE`, ``nogil``) writes every output of
+    the Function, flattened in C order and cast to float64, one after the other into
+    ``out`` (``n_out`` entries at the point the wrapper was built; deterministics whose
+    shape follows the data change it after ``set_data``) and returns 0, or -1 when
+    ``out`` does not have their total size. ``user_data``, ``keep_alive``, ``refresh()``
+    and ``error()`` are those of :class:`NativeLogpGrad`.
+    """
+
+
+def _check_input(function: Any, expected: str) -> tuple[Any, Any]:
+    """Return ``function``'s thunk and graph if it is Numba-linked over one float64 vector."""
     thunk = getattr(function, "thunk", None)
     fgraph = getattr(function, "fgraph", None)
     if not isinstance(thunk, _linker.NumbaThunk) or fgraph is None:
@@ -350,6 +405,17 @@ def _check_function(function: Any) -> tuple[Any, Generated]:
     x_type = explicit[0].type
     if not (isinstance(x_type, TensorType) and x_type.ndim == 1 and x_type.dtype == "float64"):
         raise KilnTypeError(f"{expected}; got the input {x_type}")
+    return thunk, fgraph
+
+
+def _check_function(function: Any) -> tuple[Any, Generated]:
+    """Return ``function``'s thunk and generated module, or raise a clear error."""
+    expected = (
+        "native_logp_grad expects a kiln Function compiled with the Numba linker "
+        "(mode=kiln.FAST_RUN.with_linker('numba')), with one input, a float64 vector x, "
+        "and two outputs [logp, grad]: a float64 scalar and a float64 vector"
+    )
+    thunk, fgraph = _check_input(function, expected)
     if fgraph.n_outputs != 2 or len(fgraph.outputs) != 2:
         what = f"{fgraph.n_outputs} outputs"
         if len(fgraph.outputs) != fgraph.n_outputs:
@@ -359,6 +425,23 @@ def _check_function(function: Any) -> tuple[Any, Generated]:
         t = out.type
         if not (isinstance(t, TensorType) and t.ndim == ndim and t.dtype == "float64"):
             raise KilnTypeError(f"{expected}; got {t} for {name}")
+    return thunk, thunk._generated
+
+
+def _check_expand(function: Any) -> tuple[Any, Generated]:
+    """Return ``function``'s thunk and generated module, or raise a clear error."""
+    expected = (
+        "native_expand expects a kiln Function compiled with the Numba linker, with one "
+        "input, a float64 vector x, and one or more real, integer or boolean tensor "
+        "outputs (no updates)"
+    )
+    thunk, fgraph = _check_input(function, expected)
+    if fgraph.n_outputs < 1 or len(fgraph.outputs) != fgraph.n_outputs:
+        raise KilnTypeError(f"{expected}; got {fgraph.n_outputs} outputs and updates")
+    for k, out in enumerate(fgraph.outputs):
+        t = out.type
+        if not (isinstance(t, TensorType) and np.dtype(t.dtype).kind in "biuf"):
+            raise KilnTypeError(f"{expected}; got {t} for output {k}")
     return thunk, thunk._generated
 
 
@@ -425,3 +508,48 @@ def native_logp_grad(function: Any) -> NativeLogpGrad:
     else:
         stage2.setdefault("cache", "memory")
     return NativeLogpGrad(function, fn, slots, stage2)
+
+
+def native_expand(function: Any) -> NativeExpand:
+    """Return the native ``status = fn(x, out, user_data)`` of a model's expand function.
+
+    Parameters
+    ----------
+    function
+        A kiln Function compiled with the Numba linker, ``x -> [out_0, out_1, ...]``:
+        one explicit input, a float64 vector, and real, integer or boolean tensor
+        outputs (e.g. ``CompiledModel.expand_function``). Its shared variables and
+        constants are passed through ``user_data``, as for :func:`native_logp_grad`.
+
+    Returns
+    -------
+    NativeExpand
+        ``.fn`` (compiled for :data:`EXPAND_SIGNATURE`, or loaded from the cache; it
+        writes the outputs flattened, one after the other, as float64), ``.user_data``,
+        ``.keep_alive`` and ``.refresh()``.
+
+    Raises
+    ------
+    KilnTypeError
+        If ``function`` was not compiled by the Numba linker, has other inputs, an
+        output of another kind (complex, an RNG), updates, or reads a value that is not
+        an array of a plain dtype.
+
+    Examples
+    --------
+    >>> expand = native_expand(compiled.expand_function)  # doctest: +SKIP
+    >>> out = np.empty(n_out)  # doctest: +SKIP
+    >>> expand.fn(x, out, expand.user_data)  # doctest: +SKIP
+    0
+    """
+    _, gen = _check_expand(function)
+    slots = _slots(function)
+    _, info = _linker.load_function(function.fgraph, gen)
+    key = info["key"]
+    source = _expand_source(_linker.module_name(key), slots, function.fgraph.n_outputs)
+    fn, stage2 = _load_wrapper(key, source, gen, _EXPAND_NAME)
+    if not fn.overloads:
+        _compile(fn, stage2, EXPAND_NUMBA_SIGNATURE)
+    else:
+        stage2.setdefault("cache", "memory")
+    return NativeExpand(function, fn, slots, stage2)
