@@ -20,6 +20,14 @@ from importlib.metadata import version as _version
 from kiln import cache as cache
 from kiln import random as random
 from kiln import tensor as tensor
+from kiln._engine_steps import NUTS as NUTS
+from kiln._engine_steps import BinaryMetropolis as BinaryMetropolis
+from kiln._engine_steps import CategoricalGibbsMetropolis as CategoricalGibbsMetropolis
+from kiln._engine_steps import CompoundStep as CompoundStep
+from kiln._engine_steps import DEMetropolis as DEMetropolis
+from kiln._engine_steps import DEMetropolisZ as DEMetropolisZ
+from kiln._engine_steps import Metropolis as Metropolis
+from kiln._engine_steps import Slice as Slice
 from kiln._predictive import sample_posterior_predictive as sample_posterior_predictive
 from kiln._predictive import sample_prior_predictive as sample_prior_predictive
 from kiln._sampling import sample as sample

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,6 +10,7 @@ import arviz_base
 import numpy as np
 
 import kiln_samplers
+from kiln._engine_steps import needs_steps, run_steps
 from kiln._engines import EngineRun, get_engine
 from kiln_compile import FAST_RUN, Mode, available_linkers, get_mode
 from kiln_graph import Constant, KilnTypeError, KilnValueError, SharedVariable
@@ -82,6 +84,13 @@ def sample(
     (seconds). ``backend`` picks the linker (``"numba"``, the default, runs the whole
     sampler loop in compiled code; ``"vm"`` and the others run a Python loop).
 
+    ``step`` takes step methods (``kl.Metropolis([mu])``, a list of them, or a
+    ``kl.CompoundStep``); the free variables no step covers get NUTS (continuous),
+    ``kl.BinaryMetropolis`` (Bernoulli), ``kl.CategoricalGibbsMetropolis`` (Categorical)
+    or ``kl.Metropolis`` (other discrete), as PyMC assigns them; the assignment is
+    printed (silenced by ``progressbar=False`` or a handler on the ``kiln`` logger).
+    Each step's statistics go to ``sample_stats``.
+
     Examples
     --------
     >>> with kl.Model():  # doctest: +SKIP
@@ -93,10 +102,14 @@ def sample(
     engine = get_engine(nuts_sampler)
     if init not in _INITS:
         raise KilnValueError(f"init: unknown {init!r}; valid: {list(_INITS)}")
-    if step is not None:
-        raise NotImplementedError(
-            "step=: gradient-free steps (Metropolis, Slice, DEMetropolis) are not written yet"
-        )
+    if needs_steps(m, step):  # step methods: given, or for discrete variables
+        if nuts_sampler != "kiln":
+            raise KilnValueError(
+                f"nuts_sampler={nuts_sampler!r} samples continuous variables with NUTS only; "
+                "step methods (step=..., or the ones discrete variables need) run with "
+                "nuts_sampler='kiln'"
+            )
+        engine = functools.partial(run_steps, step=step)
     idata_options = dict(idata_kwargs or {})
     unknown = sorted(set(idata_options) - {"log_likelihood"})
     if unknown:

@@ -48,8 +48,9 @@ def to_datatree(
 def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict[str, Any]:
     """Warn, as PyMC does, about divergences, R-hat > 1.01, low bulk ESS, full trees."""
     stats = idata["sample_stats"]
-    n_div = int(stats["diverging"].sum())
-    chains, draws = stats["diverging"].shape
+    # Gradient-free steps have no divergences nor trees (their stats differ from NUTS's).
+    n_div = int(stats["diverging"].sum()) if "diverging" in stats else 0
+    chains, draws = idata["posterior"].sizes["chain"], idata["posterior"].sizes["draw"]
     report: dict[str, Any] = {"divergences": n_div}
     messages = []
     if n_div:
@@ -57,7 +58,7 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
             f"There were {n_div} divergences after tuning. Increase target_accept or "
             "reparameterize."
         )
-    at_max = int((stats["tree_depth"] >= max_treedepth).sum())
+    at_max = int((stats["tree_depth"] >= max_treedepth).sum()) if "tree_depth" in stats else 0
     if at_max > 0.05 * chains * draws:
         messages.append(
             f"{at_max} draws reached the maximum tree depth ({max_treedepth}); increase "
