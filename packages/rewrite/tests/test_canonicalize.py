@@ -27,7 +27,7 @@ from kiln_graph import (
     toposort,
 )
 from kiln_graph._elemwise import Cast
-from kiln_graph._math import Add, Mul, Neg, Pow, Sub, Switch, TrueDivide
+from kiln_graph._math import AND, OR, Add, Mul, Neg, Pow, Sub, Switch, TrueDivide
 from kiln_graph._reduce import CAReduce
 from kiln_graph._shape import Alloc, MakeVector, Reshape, Shape, ShapeI
 from kiln_graph.testing import evaluate
@@ -543,3 +543,22 @@ def test_large_constant_views_are_not_folded_into_copies():
     small = kt.constant(np.arange(6.0).reshape(2, 3))
     (folded,) = rewrite([], [small.T])
     assert isinstance(folded, Constant)
+
+
+def test_logical_and_or_with_a_constant_or_twice_the_same_operand():
+    x, y = _x(), _x(name="y")
+    mask = kt.gt(x, 0.0)
+    everywhere = kt.as_tensor(np.ones(3, dtype=bool))
+    nowhere = kt.as_tensor(np.zeros(3, dtype=bool))
+    outs = [
+        kt.logical_and(everywhere, mask),
+        kt.logical_or(mask, nowhere),
+        kt.logical_and(mask, mask),
+        kt.logical_or(everywhere, kt.lt(y, 0.0)),
+        kt.logical_and(kt.lt(y, 0.0), nowhere),
+    ]
+    values = {x: np.array([-1.0, 0.5, 2.0]), y: np.array([1.0, -1.0, 0.0])}
+    for out in outs:
+        new = _canon([x, y], out)
+        assert not {AND, OR} & set(_kinds(new)), out
+        np.testing.assert_array_equal(evaluate(new, values), evaluate(out, values))

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnTypeError, TensorVariable
+from kiln_graph import Elemwise, KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
+from kiln_graph._math import Sigmoid
 from kiln_model._distribution import Distribution, broadcast_like
 from kiln_model._math import bound, log1m, xlog1m, xlogy
 
@@ -17,6 +18,15 @@ def _p_from(cls_name: str, p: Any, logit_p: Any) -> Any:
     if (p is None) == (logit_p is None):
         raise KilnTypeError(f"{cls_name}: give exactly one of p and logit_p")
     return kt.sigmoid(kt.as_tensor(logit_p, dtype="float64")) if p is None else p
+
+
+def _logit_of(p: Any) -> Any:
+    """Return ``z`` when ``p`` is ``sigmoid(z)`` (``logit_p=z``), else ``None``."""
+    owner = getattr(p, "owner", None)
+    if owner is not None and isinstance(owner.op, Elemwise):
+        if isinstance(owner.op.scalar_op, Sigmoid):
+            return owner.inputs[0]
+    return None
 
 
 def _round(x: Any) -> TensorVariable:
@@ -37,8 +47,14 @@ class Bernoulli(Distribution):
 
     @staticmethod
     def logp(value: Any, p: Any) -> TensorVariable:
+        binary = kt.logical_or(kt.eq(value, 0), kt.eq(value, 1))
+        z = _logit_of(p)
+        if z is not None:
+            # log sigmoid(z) = -softplus(-z) and log(1 - sigmoid(z)) = -softplus(z): one
+            # softplus, and one sigmoid in the gradient (p is in [0, 1] by construction).
+            return bound(-kt.softplus(kt.switch(kt.eq(value, 1), -z, z)), binary)
         logp = kt.switch(kt.eq(value, 1), kt.log(p), log1m(p))
-        return bound(logp, kt.logical_or(kt.eq(value, 0), kt.eq(value, 1)), p >= 0, p <= 1)
+        return bound(logp, binary, p >= 0, p <= 1)
 
     @staticmethod
     def logcdf(value: Any, p: Any) -> TensorVariable:
@@ -65,13 +81,15 @@ class Binomial(Distribution):
 
     @staticmethod
     def logp(value: Any, n: Any, p: Any) -> TensorVariable:
-        logp = (
-            kt.gammaln(n + 1.0)
-            - kt.gammaln(value + 1.0)
-            - kt.gammaln(n - value + 1.0)
-            + xlogy(value, p)
-            + xlog1m(n - value, p)
-        )
+        log_choose = kt.gammaln(n + 1.0) - kt.gammaln(value + 1.0) - kt.gammaln(n - value + 1.0)
+        z = _logit_of(p)
+        if z is not None:
+            # k log sigmoid(z) + (n - k) log sigmoid(-z), with one softplus and no
+            # cancellation: -n softplus(-|z|) - (n - k) max(z, 0) + k min(z, 0).
+            tail = -n * kt.softplus(-kt.abs(z))
+            logp = tail - (n - value) * kt.maximum(z, 0.0) + value * kt.minimum(z, 0.0)
+            return bound(log_choose + logp, value >= 0, value <= n)
+        logp = log_choose + xlogy(value, p) + xlog1m(n - value, p)
         return bound(logp, value >= 0, value <= n, p >= 0, p <= 1)
 
     @classmethod

@@ -24,6 +24,8 @@ from kiln_graph import Apply, Constant, Elemwise, TensorVariable, Variable
 from kiln_graph import tensor as kt
 from kiln_graph._elemwise import Cast
 from kiln_graph._math import (
+    AND,
+    OR,
     Add,
     Exp,
     Expm1,
@@ -164,6 +166,30 @@ def local_useless_switch(node: Apply) -> Variable | None:
     if value is None:
         return None
     return fit_to(a if value else b, _out(node))
+
+
+@register_local(
+    "canonicalize",
+    *_CHEAP,
+    identity="x & True -> x, x & False -> False, x | False -> x, x | True -> True, "
+    "x & x -> x, x | x -> x (boolean x; broadcast to the output's shape)",
+    tracks=[AND, OR],
+)
+def local_useless_logical(node: Apply) -> Variable | None:
+    """Drop the constant operand of a logical and/or (masks of ``bound`` on known data)."""
+    a, b = node.inputs
+    if kt.as_tensor(a).dtype != "bool" or kt.as_tensor(b).dtype != "bool":
+        return None
+    out = _out(node)
+    if a is b:
+        return fit_to(a, out)
+    absorbing = not isinstance(node.op.scalar_op, AND)  # type: ignore[attr-defined]
+    for const, other in ((a, b), (b, a)):
+        value = scalar_constant(const)
+        if value is None:
+            continue
+        return fit_to(const if bool(value) == absorbing else other, out)
+    return None
 
 
 # --- n-ary chains, like terms, powers --------------------------------------------------
