@@ -19,6 +19,11 @@ from kiln_samplers._demetropolis import DEMetropolis as DEMetropolis
 from kiln_samplers._demetropolis import DEMetropolisZ as DEMetropolisZ
 from kiln_samplers._jax_nuts import sample_blackjax as sample_blackjax
 from kiln_samplers._jax_nuts import sample_numpyro as sample_numpyro
+from kiln_samplers._nutpie import SUPPORTED_NUTPIE_VERSIONS as SUPPORTED_NUTPIE_VERSIONS
+from kiln_samplers._nutpie import UnsupportedNutpieError as UnsupportedNutpieError
+from kiln_samplers._nutpie import import_nutpie as import_nutpie
+from kiln_samplers._nutpie import nutpie_options as nutpie_options
+from kiln_samplers._nutpie import sample_nutpie as sample_nutpie
 from kiln_samplers._nuts import STAT_NAMES as STAT_NAMES
 from kiln_samplers._nuts import ChainState as ChainState
 from kiln_samplers._nuts import NutsSettings as NutsSettings
@@ -27,6 +32,7 @@ from kiln_samplers._nuts import run_chain as run_chain
 from kiln_samplers._protocol import LOGP_GRAD_SIGNATURE as LOGP_GRAD_SIGNATURE
 from kiln_samplers._protocol import CompiledModel as CompiledModel
 from kiln_samplers._protocol import NativeLogpGrad as NativeLogpGrad
+from kiln_samplers._protocol import NativePointers as NativePointers
 from kiln_samplers._results import SamplingWarning as SamplingWarning
 from kiln_samplers._results import check_diagnostics as check_diagnostics
 from kiln_samplers._results import to_datatree as to_datatree

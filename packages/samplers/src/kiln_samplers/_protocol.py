@@ -52,3 +52,24 @@ class NativeLogpGrad(Protocol):
     def refresh(self) -> Any:
         """Point ``user_data`` at the current data."""
         ...
+
+
+class NativePointers(Protocol):
+    """A model's C callbacks for a sampler outside Python (nutpie), per DESIGN.md.
+
+    ``int logp(size_t n, const double* x, double* grad, double* logp, const void* ud)``
+    at ``logp_cptr`` and ``int expand(size_t n, size_t n_out, const double* x, double*
+    out, const void* ud)`` at ``expand_cptr`` (the ``out_names`` values flattened, one
+    after the other, as float64), both taking ``user_data_ptr``; 0 ok, > 0 a
+    recoverable bad point, < 0 fatal. ``keep_alive`` owns what the addresses point
+    into; ``refresh()`` points them at the model's current data before a run.
+    """
+
+    logp_cptr: int
+    expand_cptr: int
+    user_data_ptr: int
+    keep_alive: Any
+
+    def refresh(self) -> Any:
+        """Point ``user_data_ptr`` at the current data."""
+        ...
