@@ -27,6 +27,32 @@ KNOWN_BACKENDS: dict[str, str] = {
 Thunk = Callable[[Sequence[Any]], list[Any]]
 
 
+@dataclasses.dataclass(frozen=True)
+class LinkerDoc:
+    """What the documentation says about a backend, kept on its linker class.
+
+    The backends table of the docs is generated from the ``doc`` attribute of every
+    installed linker (``nox -s docs`` fails on a linker without one).
+
+    Attributes
+    ----------
+    compiles
+        How Stage 2 turns the rewritten graph into a callable, in a few words.
+    system_compiler
+        What the backend needs besides its Python packages (``"no"``, or e.g.
+        ``"yes: a C compiler"``).
+    cache
+        What the backend keeps on disk under the cache root (``"nothing"`` if none).
+    note
+        One or two sentences: when to choose this backend.
+    """
+
+    compiles: str
+    system_compiler: str
+    cache: str
+    note: str
+
+
 class BackendNotInstalledError(KilnValueError):
     """A known backend was requested but its package is not installed."""
 
@@ -42,6 +68,13 @@ class Linker(Protocol):
     #: Tags of the backend-only rewrites (registered by the backend's package) that
     #: Stage 1 runs, in the phases the mode selects, when compiling for this backend.
     rewrite_tags: tuple[str, ...]
+    #: Tags (or rewrite names) that Stage 1 never runs for this backend, whatever the
+    #: mode selects: rewrites that mean nothing to it. Every rewrite carries its phase's
+    #: name as a tag, so a phase is excluded by its name (``("inplace",)``). Optional:
+    #: a linker without it excludes nothing.
+    excluded_rewrites: tuple[str, ...]
+    #: What the docs' backends table says about this backend (see :class:`LinkerDoc`).
+    doc: LinkerDoc
 
     def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> Thunk:
         """Return the callable that computes ``fgraph``."""
@@ -54,11 +87,19 @@ def _registered() -> dict[str, Any]:
 
 
 def backend_query(query: Query, linker: Linker) -> Query:
-    """Return ``query`` with the linker's own rewrite tags selected (unless excluded)."""
+    """Return ``query`` as it runs for ``linker``.
+
+    The linker's own rewrite tags are selected (unless the query excludes them), and
+    its ``excluded_rewrites`` are excluded (the one way a backend opts out of phases
+    or rewrites, e.g. JAX of the in-place phase).
+    """
     tags = frozenset(getattr(linker, "rewrite_tags", ())) - query.exclude
-    if not tags or tags <= query.include:
-        return query
-    return dataclasses.replace(query, include=query.include | tags)
+    excluded = frozenset(getattr(linker, "excluded_rewrites", ()))
+    if tags and not tags <= query.include:
+        query = dataclasses.replace(query, include=query.include | tags)
+    if excluded and not excluded <= query.exclude:
+        query = dataclasses.replace(query, exclude=query.exclude | excluded)
+    return query
 
 
 def available_linkers() -> list[str]:

@@ -1,0 +1,37 @@
+"""The shared conformance table on the JAX backend: every Op of kiln_graph vs the VM.
+
+Values of every family in float64 and float32 (dtypes, shapes and values), and the
+gradients of every case that has one (rewritten gradient graphs on JAX against the
+unrewritten ones on the VM). The ``random`` family is left out: it checks that a
+backend draws the VM's NumPy stream, and JAX draws its own (the distributions are
+checked against SciPy in ``packages/random/tests/test_distributions.py`` and
+``test_random.py``). Each group compiles into a few jitted functions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kiln_compile.testing import (
+    FAMILIES,
+    conformance_cases,
+    conformance_groups,
+    run_conformance,
+)
+
+BACKEND = "jax"
+JAX_FAMILIES = [f for f in FAMILIES if f != "random"]
+CASES = conformance_cases(JAX_FAMILIES)
+GROUPS = conformance_groups(CASES)
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_values_and_gradients(group: str) -> None:
+    """Every case of the group: the VM's dtypes, shapes and values; then gradients."""
+    report = run_conformance(BACKEND, GROUPS[group])
+    report.check()
+
+
+def test_the_table_covers_gradients() -> None:
+    """The run above checks gradients (a check of the selection itself)."""
+    assert sum(c.grad for c in CASES) > 100
