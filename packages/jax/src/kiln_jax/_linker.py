@@ -71,12 +71,6 @@ class JaxThunk:
 
     Attributes
     ----------
-    fn
-        The pure, traceable function of the graph: ``fn(values) -> outputs`` for one JAX
-        (or NumPy) value per input, random generators as typed JAX keys; the outputs
-        are JAX arrays (generators as keys). Call it inside ``jax.enable_x64(True)``
-        when :attr:`x64`. It is what ``jax.jit`` compiles; it can be vmapped and
-        differentiated.
     x64
         Whether the graph needs JAX's float64 switch.
     static
@@ -114,16 +108,24 @@ class JaxThunk:
         }
 
     def fn(self, values: Sequence[Any]) -> list[Any]:
-        """Compute the graph's outputs from one value per input (traceable, pure)."""
-        return self.graph(values)
+        """Return the graph's outputs from one value per input: the pure JAX function.
+
+        ``values`` are JAX or NumPy arrays (random generators as typed JAX keys, see
+        :func:`kiln_jax.random.as_key`); the outputs are JAX arrays of the graph's
+        dtypes (generators as keys). Traceable: it can be jitted, vmapped and
+        differentiated. It runs inside ``jax.enable_x64(True)`` when :attr:`x64`;
+        call it in that scope too, so that float64 inputs reach it as float64.
+        """
+        with x64_scope(self.x64):
+            outs = self.graph(values)
+            return [
+                jax.numpy.asarray(o).astype(spec[1]) if spec[0] == "tensor" else o
+                for o, spec in zip(outs, self._outputs, strict=True)
+            ]
 
     def _tensor_outputs(self, values: Sequence[Any]) -> tuple[Any, ...]:
-        outs = self.graph(values)
-        return tuple(
-            jax.numpy.asarray(o).astype(spec[1])
-            for o, spec in zip(outs, self._outputs, strict=True)
-            if spec[0] == "tensor"
-        )
+        outs = self.fn(values)
+        return tuple(o for o, spec in zip(outs, self._outputs, strict=True) if spec[0] == "tensor")
 
     def _compiled(self, static: dict[int, np.ndarray]) -> Callable[..., Any]:
         key = b"".join(

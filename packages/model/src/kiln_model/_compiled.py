@@ -193,7 +193,9 @@ class CompiledModel:
         self._mode = mode
         self._pieces = pieces
         self._logp_graph: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
-        dlogp = grad(self._logp_graph, x)  # type: ignore[arg-type]
+        # With discrete blocks the log-density may not depend on x through a float path.
+        ignore = "ignore" if self.discrete_mask.any() else "raise"
+        dlogp = grad(self._logp_graph, x, disconnected_inputs=ignore)  # type: ignore[arg-type]
         self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
         self._logp: Function | None = None
         self._expand: Function | None = None
@@ -245,11 +247,15 @@ class CompiledModel:
         logp, dlogp = self.function(self._flat(x))
         return float(logp), np.ascontiguousarray(dlogp)
 
-    def logp(self, x: Any) -> float:
-        """Return the log-density at ``x`` (for gradient-free samplers; compiled at first use)."""
+    def _logp_function(self) -> Function:
+        """Return the compiled ``x -> logp`` (compiled at first use)."""
         if self._logp is None:
             self._logp = function([self._x], self._logp_graph, mode=self._mode, trust_input=True)
-        return float(self._logp(self._flat(x)))
+        return self._logp
+
+    def logp(self, x: Any) -> float:
+        """Return the log-density at ``x`` (for gradient-free samplers; compiled at first use)."""
+        return float(self._logp_function()(self._flat(x)))
 
     @property
     def expand_function(self) -> Function:
@@ -272,6 +278,50 @@ class CompiledModel:
         values = self.expand_function(self._flat(x))
         values = values if isinstance(values, list) else [values]
         return {n: np.asarray(v) for n, v in zip(self.out_names, values, strict=True)}
+
+    def _jax_outputs(self, f: Function, x: Any) -> list[Any]:
+        """Evaluate ``f``'s graph as a pure JAX function of ``x`` (JAX backend only).
+
+        The shared variables' (Data) current values are read at each call: under
+        ``jax.jit`` that is when the caller traces, so a sampler compiled before
+        ``set_data`` keeps the values it was traced with.
+        """
+        pure = getattr(f.thunk, "fn", None)
+        if f.linker != "jax" or pure is None:
+            raise KilnValueError(
+                f"logp_jax / expand_jax need the JAX backend, but this model is compiled "
+                f"with {f.linker!r}: compile it with mode=kiln.Mode(linker='jax') "
+                "(kiln.sample(backend='jax'))"
+            )
+        shared = f.fgraph.inputs[f.fgraph.n_explicit :]
+        values = [s.get_value(borrow=True) for s in shared]  # type: ignore[attr-defined]
+        return list(pure([x, *values]))
+
+    def logp_jax(self, x: Any) -> Any:
+        """Return the log-density at ``x`` as a JAX scalar: a pure, traceable function.
+
+        For JAX samplers (numpyro, blackjax): ``x`` is the flat float64 vector (a JAX
+        array or tracer); ``jax.jit``, ``jax.vmap`` and ``jax.grad`` apply. Only for a
+        model compiled on the JAX backend. Call it inside ``jax.enable_x64(True)`` so
+        that ``x`` stays float64 (kiln never turns JAX's global x64 flag on). Data
+        values are read when it is called (traced).
+
+        Examples
+        --------
+        >>> m = model.logp_dlogp_function(mode=kiln.Mode(linker="jax"))  # doctest: +SKIP
+        >>> with jax.enable_x64(True):  # doctest: +SKIP
+        ...     g = jax.grad(m.logp_jax)(m.initial_point())
+        """
+        return self._jax_outputs(self._logp_function(), x)[0]
+
+    def expand_jax(self, x: Any) -> dict[str, Any]:
+        """Return the constrained free variables and deterministics at ``x`` as JAX arrays.
+
+        Ordered like ``out_names``; pure and traceable, under the conditions of
+        :meth:`logp_jax`.
+        """
+        values = self._jax_outputs(self.expand_function, x)
+        return dict(zip(self.out_names, values, strict=True))
 
     def observed_logp(self, x: Any) -> dict[str, np.ndarray]:
         """Return each observed variable's pointwise log-likelihood at ``x``.
