@@ -19,6 +19,7 @@ from kiln_compile._function import thread_generators as thread_generators
 from kiln_compile._linkers import KNOWN_BACKENDS as KNOWN_BACKENDS
 from kiln_compile._linkers import BackendNotInstalledError as BackendNotInstalledError
 from kiln_compile._linkers import Linker as Linker
+from kiln_compile._linkers import LinkerDoc as LinkerDoc
 from kiln_compile._linkers import available_linkers as available_linkers
 from kiln_compile._linkers import get_linker as get_linker
 from kiln_compile._memo import clear as clear_function_memo  # noqa: F401

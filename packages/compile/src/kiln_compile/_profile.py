@@ -17,7 +17,7 @@ class Profile:
     ----------
     compile_times
         Seconds per compile stage: ``"prepare"``, ``"rewrite"`` (Stage 1, cache lookup
-        included) and ``"link"`` (Stage 2).
+        included) and ``"link"`` (Stage 2, loading the backend's package included).
     rewrites
         What the rewriter did (phase times, node counts, per-rewrite times and
         applications); empty when the Stage-1 cache held the rewritten graph.

@@ -64,10 +64,17 @@ Engine = Callable[[EngineRun], EngineResult]
 
 @dataclasses.dataclass(frozen=True)
 class EngineEntry:
-    """A registered engine: the package it needs (None: only kiln) and where it lives."""
+    """A registered engine: the package it needs (None: only kiln) and where it lives.
+
+    ``backend`` names the one backend the engine samples on (None: any backend), and
+    ``note`` is what the docs' table of NUTS engines says about it (``nox -s docs``
+    fails on an entry without one).
+    """
 
     package: str | None
     target: str  # "module:function"
+    backend: str | None = None
+    note: str = ""
 
     def load(self) -> Engine:
         """Import and return the engine's run function."""
@@ -77,10 +84,32 @@ class EngineEntry:
 
 #: The NUTS engines, by the name ``kiln.sample(nuts_sampler=...)`` takes.
 ENGINES: dict[str, EngineEntry] = {
-    "kiln": EngineEntry(None, "kiln._engines:run_kiln"),
-    "nutpie": EngineEntry("nutpie", "kiln._engine_nutpie:run_nutpie"),
-    "numpyro": EngineEntry("numpyro", "kiln._engine_jax:run_numpyro"),
-    "blackjax": EngineEntry("blackjax", "kiln._engine_jax:run_blackjax"),
+    "kiln": EngineEntry(
+        None,
+        "kiln._engines:run_kiln",
+        note="kiln's own NUTS. On Numba the whole trajectory loop is one compiled kernel "
+        "calling the model's native log-density, chains in threads without the GIL; on "
+        "other backends the same algorithm runs as a Python loop.",
+    ),
+    "nutpie": EngineEntry(
+        "nutpie",
+        "kiln._engine_nutpie:run_nutpie",
+        note="nutpie's NUTS (Rust). On Numba it calls the model through C function "
+        "pointers (`kiln_numba.native_c`), elsewhere through the host `logp_dlogp`.",
+    ),
+    "numpyro": EngineEntry(
+        "numpyro",
+        "kiln._engine_jax:run_numpyro",
+        backend="jax",
+        note="numpyro's NUTS, a JAX program that calls the log-density inside XLA; "
+        "chains vectorized by default.",
+    ),
+    "blackjax": EngineEntry(
+        "blackjax",
+        "kiln._engine_jax:run_blackjax",
+        backend="jax",
+        note="blackjax's NUTS with its window adaptation, a JAX program like numpyro's.",
+    ),
 }
 
 

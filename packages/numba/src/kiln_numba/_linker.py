@@ -39,7 +39,14 @@ import numba
 import numpy as np
 from numba.core.datamodel import default_manager
 
-from kiln_compile import FunctionGraph, Profile, config, is_unwritable, mark_unwritable
+from kiln_compile import (
+    FunctionGraph,
+    LinkerDoc,
+    Profile,
+    config,
+    is_unwritable,
+    mark_unwritable,
+)
 from kiln_graph import KilnTypeError
 from kiln_numba import _codegen
 from kiln_numba._cache import cache_file_stats
@@ -298,6 +305,14 @@ class NumbaLinker:
     name = "numba"
     #: The Numba-only rewrites (core shapes of random variables and Blockwise).
     rewrite_tags: tuple[str, ...] = ("numba",)
+    doc = LinkerDoc(
+        compiles="one generated `@njit` function for the whole graph, compiled by "
+        "LLVM (llvmlite) on the first call",
+        system_compiler="no (LLVM ships with llvmlite)",
+        cache="`numba/<key>/`: the generated module and Numba's machine code",
+        note="The default. Lowest per-call overhead on a CPU; the only backend with a "
+        "native log-density, so kiln's NUTS runs its whole loop in compiled code.",
+    )
 
     def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> NumbaThunk:
         """Generate, load (or compile) and return the callable computing ``fgraph``.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kiln_compile import FunctionGraph, Profile
+from kiln_compile import FunctionGraph, LinkerDoc, Profile
 from kiln_graph import Apply, Program
 
 
@@ -14,6 +14,13 @@ class VMLinker:
 
     name = "vm"
     rewrite_tags: tuple[str, ...] = ()
+    doc = LinkerDoc(
+        compiles="nothing: a Python loop calls each node's NumPy `perform` in order",
+        system_compiler="no",
+        cache="nothing (Stage 1's rewritten graph only)",
+        note="The reference every other backend is tested against; links instantly, "
+        "calls slowly (Python overhead per node). `FAST_COMPILE` uses it.",
+    )
 
     def link(
         self, fgraph: FunctionGraph, profile: Profile | None = None
