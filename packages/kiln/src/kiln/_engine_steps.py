@@ -6,7 +6,7 @@ model's flat vector (discrete variables included, see ``CompiledModel(discrete=T
 Free variables no step covers are assigned automatically: continuous ones to NUTS,
 Bernoulli ones to BinaryMetropolis, Categorical ones to CategoricalGibbsMetropolis, any
 other discrete one to Metropolis; the assignment is reported (``CompoundStep`` then one
-``>Step: [vars]`` line per step) to the ``kiln`` logger when it has handlers, else on
+``>Step: [vars]`` line per step) to the ``kiln`` logger when it has a handler, else on
 stderr unless ``progressbar=False``.
 """
 
@@ -194,7 +194,7 @@ def _lookup(model: Model, var: Any, where: str) -> VariableInfo:
     for info in free:
         if var is info.rv or var is info.value:
             return info
-        if isinstance(var, str) and var in (info.name, model.prefixed(var), info.value.name):
+        if isinstance(var, str) and model.prefixed(var) in (info.name, info.value.name):
             return info
     names = [i.name for i in free]
     label = var if isinstance(var, str) else getattr(var, "name", None) or var
@@ -284,8 +284,12 @@ def describe(methods: Sequence[StepMethod]) -> str:
 
 
 def report(message: str, progressbar: bool) -> None:
-    """Log ``message`` to the ``kiln`` logger if it is configured, else print it on stderr."""
-    if _log.hasHandlers():
+    """Log ``message`` (INFO) to the ``kiln`` logger if it has a handler, else print it.
+
+    Printed on stderr unless ``progressbar=False``: a handler on ``logging.getLogger("kiln")``
+    (and its level) then decides where it goes.
+    """
+    if _log.handlers:
         _log.info(message)
     elif progressbar:
         print(message, file=sys.stderr)
@@ -318,6 +322,9 @@ def run_steps(run: EngineRun, step: Any) -> EngineResult:
     report(describe(methods), run.progressbar)
     start = time.perf_counter()
     compiled = CompiledModel(run.model, mode=run.mode, jitter=run.jitter, discrete=True)
+    x0 = compiled.initial_point(0)
+    compiled.logp(x0)  # compile the log-density and the draws' expansion now, not per chain
+    compiled.expand(x0)
     compile_time = time.perf_counter() - start
     blocks = {b.name: b for b in compiled.layout}
     samplers = []
