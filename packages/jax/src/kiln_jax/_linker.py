@@ -161,7 +161,8 @@ class JaxThunk:
             try:
                 tensors = compiled(*dynamic)
             except Exception as exc:
-                exc.add_note(f"while running the function compiled by backend {BACKEND!r}")
+                if not any(BACKEND in note for note in getattr(exc, "__notes__", ())):
+                    exc.add_note(f"while running the function compiled by backend {BACKEND!r}")
                 raise
         it = iter(tensors)
         results: list[Any] = []
