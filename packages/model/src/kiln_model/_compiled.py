@@ -172,7 +172,8 @@ class CompiledModel:
             if np.dtype(dtype).kind in "iub":
                 support = str(getattr(info.distribution, "support", "integer"))
                 low, high = _DISCRETE_BOUNDS.get(support, (-np.inf, np.inf))
-                self.layout.append(Block(str(info.value.name), shape, sl, dtype, support, low, high))
+                block = Block(str(info.value.name), shape, sl, dtype, support, low, high)
+                self.layout.append(block)
             else:
                 self.layout.append(Block(str(info.value.name), shape, sl))
             offset += size
@@ -213,7 +214,8 @@ class CompiledModel:
     def _set_categories(self, free: list[Any], pieces: dict[Variable, Variable]) -> None:
         """Set ``upper`` of each categorical block: its number of categories minus one."""
         replace: dict[Variable, Variable] = {i.rv: i.value for i in self.model.variables.values()}
-        positions, counts = [], []
+        positions: list[int] = []
+        counts: list[Any] = []
         for k, (info, b) in enumerate(zip(free, self.layout, strict=True)):
             if b.support == "categorical":
                 p = graph_replace(kt.as_tensor(info.params[0]), replace, strict=False)
