@@ -1,5 +1,8 @@
-"""The JAX linker: data as runtime inputs, scoped float64, static shape inputs, the
-rewrites it leaves out, errors that name the node, Ops the fusion phase would build."""
+"""The JAX linker: data, float64, static inputs, excluded rewrites, errors, fused Ops.
+
+Data as runtime inputs, scoped float64, static shape inputs, the rewrites it leaves
+out, errors that name the node, and the Ops the fusion phase would build.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
-"""Random variables on JAX: generators as keys (reproducible, advancing), NumPy's size and
-batch semantics, batched core dimensions; the distributions themselves are checked
-against SciPy by packages/random/tests/test_distributions.py on every backend."""
+"""Random variables on JAX: generators as keys, NumPy's size and batch semantics.
+
+Keys reproduce with a seed and advance with the updates; sizes, batch shapes and
+batched core dimensions follow NumPy; the distributions themselves are checked against
+SciPy by packages/random/tests/test_distributions.py on every backend.
+"""
 
 from __future__ import annotations
 
