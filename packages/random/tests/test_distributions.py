@@ -21,7 +21,7 @@ import kiln_random as kr
 from kiln_compile import available_linkers
 
 N = 20_000
-BACKENDS = [b for b in ("vm", "numba") if b in available_linkers()]
+BACKENDS = [b for b in ("vm", "numba", "jax") if b in available_linkers()]
 
 
 @dataclasses.dataclass(frozen=True)
