@@ -59,7 +59,7 @@ class StepMethod:
         self.model = model if model is not None else Model.get_context(error_if_none=False)
         self.options = options
         try:
-            self._check = self.sampler(None, **options)  # validates the options now
+            self.sampler(None, **options)  # validates the options now
         except TypeError as e:
             raise KilnTypeError(f"{type(self).__name__}: {e}") from None
         except ValueError as e:
