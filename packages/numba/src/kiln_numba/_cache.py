@@ -224,7 +224,7 @@ def cfunc(signature: Any, cache: bool = False, **options: Any) -> Any:
     def decorate(fn: Callable[..., Any]) -> Any:
         callback = CFunc(fn, (args, return_type), {}, options)
         if cache and fn.__globals__.get("__kiln_cache__", True):
-            callback._cache = KilnFunctionCache(fn)
+            callback._cache = KilnFunctionCache(fn)  # type: ignore[attr-defined]
         callback.compile()
         return callback
 

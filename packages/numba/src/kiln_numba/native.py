@@ -38,6 +38,12 @@ code, which :meth:`NativeLogpGrad.error` turns back into the kiln error it stand
 ``user_data`` holds raw addresses: keep the :class:`NativeLogpGrad` (its
 ``keep_alive``) alive while a sampler uses them, and call :meth:`~NativeLogpGrad.refresh`
 after changing a shared variable's value.
+
+:func:`native_expand` does the same for a model's expand function (the constrained
+values and deterministics): ``status = fn(x, out, user_data)``
+(:data:`EXPAND_SIGNATURE`) writes every output, flattened in C order and cast to
+float64, one after the other into ``out``. :mod:`kiln_numba.native_c` wraps both in C
+callbacks for samplers outside Python (nutpie).
 """
 
 from __future__ import annotations

@@ -469,7 +469,7 @@ def _to_trace(
     import pyarrow  # nutpie's own dependency (its Arrow trace)
 
     draw_batches, stat_batches = raw.get_arrow_trace()
-    chains = []
+    chains: list[tuple[int, Any, Any, np.ndarray]] = []
     for draw_batch, stat_batch in zip(draw_batches, stat_batches, strict=True):
         d, s = pyarrow.record_batch(draw_batch), pyarrow.record_batch(stat_batch)
         keep = ~_column(s, "tuning").astype(bool)
