@@ -210,3 +210,9 @@ def test_a_log_density_that_raises_rejects_the_point():
     )
     x = trace.posterior["x"].ravel()
     assert x.max() <= 0.5 and trace.sample_stats["diverging"].sum() > 0
+
+
+def test_without_tuning_the_initial_step_size_search_is_used():
+    trace = ks.sample_nuts(Gaussian(), draws=50, tune=0, chains=1, random_seed=4, progressbar=False)
+    step = trace.sample_stats["step_size"]
+    assert np.all(step == step[0, 0]) and 0.0 < step[0, 0] < 0.5  # the heuristic's, not 1.0

@@ -193,6 +193,9 @@ def run_chain(
             _restart_step_size(state, _find_step_size(fn, user_data, state))
         if progress is not None:
             progress(m, warm_stats[:m], True)
+    if state.adapt[core.COUNT] == 0:
+        # No adaptation ran (tune=0): draw with the step size of the initial search.
+        state.adapt[core.LOG_EPS_BAR] = state.adapt[core.LOG_EPS]
     out_draws = np.empty((draws, n))
     out_stats = np.empty((draws, core.N_STATS))
     i = 0
