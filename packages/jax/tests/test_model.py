@@ -92,7 +92,7 @@ def test_kiln_nuts_samples_on_the_jax_backend():
         mu = km.Normal("mu", 0.0, 10.0)
         km.Normal("y", mu, 1.0, observed=y)
         idata = kl.sample(
-            draws=800, tune=300, chains=2, cores=1, random_seed=3, backend="jax", progressbar=False
+            draws=800, tune=300, chains=2, cores=2, random_seed=3, backend="jax", progressbar=False
         )
     post_var = 1.0 / (1.0 / 100.0 + len(y))
     post_mean = post_var * y.sum()
