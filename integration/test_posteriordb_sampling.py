@@ -1,4 +1,7 @@
-"""kiln.sample with its defaults against the posteriordb reference posteriors.
+"""kiln.sample against the posteriordb reference posteriors, with every NUTS engine.
+
+kiln's own NUTS and nutpie run on the Numba backend, numpyro and blackjax on JAX
+(engines whose package is missing are skipped).
 
 For every reference parameter (README of ``posteriordb/data``): the posterior mean
 within 4 Monte Carlo standard errors (this run's bulk ESS and the reference's own
@@ -51,18 +54,46 @@ CASES = {
 }
 
 
+#: engine -> the backend it runs on here
+ENGINES = {"kiln": "numba", "nutpie": "numba", "numpyro": "jax", "blackjax": "jax"}
+#: (posterior, engine) -> sample kwargs replacing the case's: where an engine's own
+#: adaptation needs its documented option for the geometry (nutpie's low-rank mass
+#: matrix for strongly correlated regressions; a higher acceptance target for numpyro,
+#: whose step-size adaptation ends with larger steps, on the latent Gaussian process).
+ENGINE_KWARGS: dict[tuple[str, str], dict[str, Any]] = {
+    ("earnings-earn_height", "nutpie"): {"nuts_sampler_kwargs": {"adaptation": "low_rank"}},
+    ("gp_pois_regr-gp_pois_regr", "numpyro"): {"target_accept": 0.95},
+}
+
+
+def _engine_param(engine: str) -> Any:
+    package = {"numpyro": "numpyro", "blackjax": "blackjax", "nutpie": "nutpie"}.get(engine)
+    missing = package is not None and importlib.util.find_spec(package) is None
+    return pytest.param(
+        engine, marks=pytest.mark.skip(f"{package} is not installed") if missing else ()
+    )
+
+
+@pytest.mark.parametrize("engine", [_engine_param(e) for e in ENGINES])
 @pytest.mark.parametrize(
     "name",
     [pytest.param(n, marks=pytest.mark.slow) if slow else n for n, (_, _, slow) in CASES.items()],
 )
-def test_posterior_matches_the_reference(name: str) -> None:
+def test_posterior_matches_the_reference(name: str, engine: str) -> None:
     kwargs, max_divergences, _ = CASES[name]
+    kwargs = ENGINE_KWARGS.get((name, engine), kwargs)
     posterior = load_posterior(name)
     model = build(name)
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # diagnostics are asserted below
-        # The test session's default linker is the VM (root conftest): name the default.
-        idata = kl.sample(random_seed=20261201, progressbar=False, backend="numba", **kwargs)
+        # The test session's default linker is the VM (root conftest): name the backend.
+        idata = kl.sample(
+            random_seed=20261201,
+            progressbar=False,
+            backend=ENGINES[engine],
+            nuts_sampler=engine,
+            **kwargs,
+        )
     post = idata["posterior"]
     r_hat = rhat(post)
     n_eff = ess(post)
