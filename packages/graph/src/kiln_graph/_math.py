@@ -493,7 +493,7 @@ def _elemwise_function(op_class: type[ScalarOp], name: str, doc: str) -> Callabl
         return op(*_weak_constants(args))
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {doc or name}, with NumPy broadcasting."
+    fn.__doc__ = f"Elementwise ``{doc or name}``, with NumPy broadcasting."
     return fn
 
 

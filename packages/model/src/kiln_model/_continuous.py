@@ -46,7 +46,7 @@ class Normal(Distribution):
 
 
 class HalfNormal(Distribution):
-    """HalfNormal(sigma): |Normal(0, sigma)|."""
+    """HalfNormal(sigma): ``|Normal(0, sigma)|``."""
 
     rv_op = kr.OPS["halfnormal"]
     params = ("sigma",)
@@ -300,7 +300,7 @@ class StudentT(Distribution):
 
 
 class HalfStudentT(Distribution):
-    """HalfStudentT(nu, sigma): |StudentT(nu, 0, sigma)|."""
+    """HalfStudentT(nu, sigma): ``|StudentT(nu, 0, sigma)|``."""
 
     rv_op = kr.OPS["halfstudentt"]
     params = ("nu", "sigma")
@@ -347,7 +347,7 @@ class Cauchy(Distribution):
 
 
 class HalfCauchy(Distribution):
-    """HalfCauchy(beta): |Cauchy(0, beta)|."""
+    """HalfCauchy(beta): ``|Cauchy(0, beta)|``."""
 
     rv_op = kr.OPS["halfcauchy"]
     params = ("beta",)

@@ -33,7 +33,7 @@ class NormalRV(RandomVariable):
 
 
 class HalfNormalRV(RandomVariable):
-    """HalfNormal(sigma): |Normal(0, sigma)|."""
+    """HalfNormal(sigma): ``|Normal(0, sigma)|``."""
 
     name, signature, dtype = "halfnormal", "()->()", "float64"
     params = ("sigma",)
@@ -156,7 +156,7 @@ class StudentTRV(RandomVariable):
 
 
 class HalfStudentTRV(RandomVariable):
-    """HalfStudentT(nu, sigma): |sigma * t(nu)|."""
+    """HalfStudentT(nu, sigma): ``|sigma * t(nu)|``."""
 
     name, signature, dtype = "halfstudentt", "(),()->()", "float64"
     params = ("nu", "sigma")
@@ -186,7 +186,7 @@ class CauchyRV(RandomVariable):
 
 
 class HalfCauchyRV(RandomVariable):
-    """HalfCauchy(beta): |Cauchy(0, beta)|."""
+    """HalfCauchy(beta): ``|Cauchy(0, beta)|``."""
 
     name, signature, dtype = "halfcauchy", "()->()", "float64"
     params = ("beta",)
