@@ -14,6 +14,10 @@ Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
 - ``peer_sampling``: ``benchmarks/peer_sampling.py``, ``kl.sample`` next to PyMC's
   ``pm.sample`` (and nutpie when installed) on M1-M3: wall time and ESS per second.
 - ``demo``: ``examples/eight_schools.py`` (a model sampled end to end with the defaults).
+- ``docs``: build ``docs/`` with Sphinx (MyST, autodoc; warnings are errors) into
+  ``docs/_build/html``, then check the built site in headless Chromium
+  (``docs/check_site.py``). Needs Graphviz's ``dot`` and Chromium on PATH
+  (Debian: ``apt-get install graphviz chromium``; ``.ci/run`` installs them).
 
 Every session installs all packages under ``packages/`` in editable mode, pinned by
 ``constraints.txt``. Extra arguments after ``--`` go to pytest / the script, e.g.
@@ -25,6 +29,7 @@ from __future__ import annotations
 import datetime
 import graphlib
 import re
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -43,6 +48,11 @@ PEER_CONSTRAINTS = "benchmarks/peer-constraints.txt"  # PyTensor/PyMC, for `nox 
 BUILD_REQUIREMENTS = ("hatchling", "editables")  # what building packages/* editable needs
 #: The external NUTS engines kiln.sample drives (optional for users, tested in CI).
 ENGINES = ("nutpie", "numpyro", "blackjax")
+#: What the docs session installs besides the packages (pinned by constraints.txt).
+DOCS_REQUIREMENTS = ("sphinx", "myst-parser", "matplotlib")
+#: The system tools the docs need, each with the Debian package that provides it:
+#: ``dot`` renders the pipeline diagram, Chromium checks the built site.
+DOCS_TOOLS = {("dot",): "graphviz", ("chromium", "chromium-browser"): "chromium"}
 
 
 def _canonical(name: str) -> str:
@@ -175,3 +185,24 @@ def demo(session: nox.Session) -> None:
         session.error(f"{script} does not exist yet")
     install_packages(session)
     session.run("python", script, *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the docs (warnings are errors) and check the built site in headless Chromium.
+
+    The site goes to docs/_build/html. Arguments after ``--`` go to sphinx-build.
+    """
+    missing = [pkg for tools, pkg in DOCS_TOOLS.items() if not any(map(shutil.which, tools))]
+    if missing:
+        session.error(
+            f"the docs need {' and '.join(missing)} on PATH (the diagram is rendered by "
+            f"Graphviz's dot, the built site is checked in Chromium); on Debian: "
+            f"apt-get install -y {' '.join(missing)}"
+        )
+    install_packages(session, *DOCS_REQUIREMENTS)
+    out = "docs/_build/html"
+    session.run(
+        "sphinx-build", "-E", "-W", "--keep-going", "-b", "html", "docs", out, *session.posargs
+    )
+    session.run("python", "docs/check_site.py", out)
