@@ -10,7 +10,10 @@ construction to the returned data, imports excluded), min bulk ESS and ESS per
 second; ``ratios`` compare kiln with PyMC for the same engine (wall: kiln / PyMC, lower
 is better; ESS/s: kiln / PyMC, higher is better) and kiln's own NUTS with PyMC's best
 option. PyMC's JAX engines run with JAX's defaults (no persistent compilation cache);
-kiln's use JAX's persistent cache under the kiln cache root. Run by
+kiln's use JAX's persistent cache under the kiln cache root. PyMC 6.4's blackjax path
+fails with blackjax 1.7 (it imports ``blackjax.progress_bar.gen_scan_fn`` and passes
+``progress_bar`` to the window adaptation, both gone), so that row records PyMC's error.
+Run by
 ``nox -s peer_sampling``.
 """
 
@@ -37,11 +40,16 @@ def _child_pymc(name: str, sampler: str) -> dict:
     model = {"M1": pymc_models.model_m1, "M2": pymc_models.model_m2, "M3": pymc_models.model_m3}[
         name
     ]()
+    # Chains vectorized, as kiln runs them by default (PyMC's default, pmap, needs a
+    # device per chain: jax fails on one CPU device).
+    options = {}
+    if sampler in ("numpyro", "blackjax"):
+        options["nuts_sampler_kwargs"] = {"chain_method": "vectorized"}
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = pm.sample(
             tune=1000, draws=1000, chains=2, cores=2, random_seed=1, progressbar=False,
-            nuts_sampler=sampler, compute_convergence_checks=False,
+            nuts_sampler=sampler, compute_convergence_checks=False, **options,
         )  # fmt: skip
     wall = time.perf_counter() - t0
     posterior = idata.posterior
