@@ -7,12 +7,28 @@ from collections.abc import Sequence
 
 from docutils import nodes
 from sphinx.errors import ExtensionError
+from sphinx.util.docutils import SphinxDirective
 
 Cell = str | nodes.Node | Sequence[nodes.Node]
 
 
 class DocsError(ExtensionError):
     """A generated part of the docs cannot be built (the message says what to fix)."""
+
+
+class KilnDirective(SphinxDirective):
+    """A directive whose :class:`DocsError` becomes a build error at its line (``-W`` fails)."""
+
+    def run(self) -> list[nodes.Node]:
+        """Return :meth:`build`'s nodes, or report its :class:`DocsError` at this line."""
+        try:
+            return self.build()
+        except DocsError as exc:
+            raise self.error(str(exc)) from exc
+
+    def build(self) -> list[nodes.Node]:
+        """Return the directive's nodes (subclasses implement it)."""
+        raise NotImplementedError
 
 
 def inline(text: str) -> list[nodes.Node]:

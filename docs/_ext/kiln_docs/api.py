@@ -22,10 +22,9 @@ from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.errors import PycodeError
 from sphinx.pycode import ModuleAnalyzer
-from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
 
-from kiln_docs._util import DocsError
+from kiln_docs._util import DocsError, KilnDirective
 
 _SIMPLE = (str, int, float, bool, tuple, frozenset)
 
@@ -97,12 +96,12 @@ def _directive(full: str, obj: Any) -> list[str]:
     return _data(full, obj, full.split(".")[0])
 
 
-class ApiDirective(SphinxDirective):
+class ApiDirective(KilnDirective):
     """Document the public names of one module (see the module docstring)."""
 
     required_arguments = 1
 
-    def run(self) -> list[nodes.Node]:
+    def build(self) -> list[nodes.Node]:
         """Return the autodoc output for the module's own names and a list of re-exports."""
         name = self.arguments[0]
         try:

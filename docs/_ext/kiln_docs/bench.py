@@ -18,9 +18,8 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
-from sphinx.util.docutils import SphinxDirective
 
-from kiln_docs._util import DocsError, table
+from kiln_docs._util import DocsError, KilnDirective, table
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 _META = ("kiln_version", "python", "machine", "repeats")
@@ -151,23 +150,50 @@ def section_tables(name: str, section: Any) -> list[nodes.Node]:
     return out
 
 
-def plot(results: dict[str, Any], target: Path) -> bool:
-    """Draw the medians of the ``results`` section as horizontal bars into ``target``."""
+def bars(report: dict[str, Any]) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Return the panels of the plot: the microbenchmarks' and Stage 1's median times."""
+    panels = []
+    results = report.get("results")
+    if isinstance(results, dict):
+        items = [
+            (k, float(v["median_s"]))
+            for k, v in results.items()
+            if isinstance(v, dict) and isinstance(v.get("median_s"), int | float)
+        ]
+        if items:
+            panels.append(("microbenchmarks (median)", items))
+    stage1 = report.get("stage1")
+    if isinstance(stage1, dict):
+        items = [
+            (k, float(v["rewrite_median_s"]))
+            for k, v in stage1.items()
+            if isinstance(v, dict) and isinstance(v.get("rewrite_median_s"), int | float)
+        ]
+        if items:
+            panels.append(("Stage 1 rewrite of each model (median)", items))
+    return panels
+
+
+def plot(report: dict[str, Any], target: Path) -> bool:
+    """Draw :func:`bars` as horizontal bar charts (log scale) into ``target``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    items = [
-        (k, v["median_s"]) for k, v in results.items() if isinstance(v, dict) and "median_s" in v
-    ]
-    if not items:
+    panels = bars(report)
+    if not panels:
         return False
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(items) + 1.2), dpi=100)
-    ax.barh([k for k, _ in items], [v * 1e6 for _, v in items], color="#5b7fa3")
-    ax.set_xscale("log")
-    ax.set_xlabel("median time (us, log scale)")
-    ax.invert_yaxis()
+    heights = [0.4 * len(items) + 1.0 for _, items in panels]
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(7, sum(heights)), dpi=100, height_ratios=heights, squeeze=False
+    )
+    for ax, (title, items) in zip(axes[:, 0], panels, strict=True):
+        ax.barh([k for k, _ in items], [v * 1e6 for _, v in items], color="#5b7fa3")
+        ax.set_xscale("log")
+        ax.set_xlabel("time (us, log scale)")
+        ax.set_title(title, fontsize=10)
+        ax.invert_yaxis()
     fig.tight_layout()
     target.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(target, format="png")
@@ -175,13 +201,13 @@ def plot(results: dict[str, Any], target: Path) -> bool:
     return True
 
 
-class BenchDirective(SphinxDirective):
+class BenchDirective(KilnDirective):
     """Tables (and for ``bench``, a plot) of the newest result file of a prefix."""
 
     required_arguments = 1  # the prefix: bench, peer, peer-sampling
     option_spec = {"plot": directives.flag}
 
-    def run(self) -> list[nodes.Node]:
+    def build(self) -> list[nodes.Node]:
         """Return the tables, or a paragraph saying there is no result file."""
         prefix = self.arguments[0]
         path = latest(prefix)
@@ -202,10 +228,9 @@ class BenchDirective(SphinxDirective):
         meta = ", ".join(f"{k} {report[k]}" for k in _META if k in report)
         text = f"From {path.name}" + (f" ({meta})." if meta else ".")
         out.append(nodes.paragraph(text, text))
-        if "plot" in self.options and isinstance(report.get("results"), dict):
-            outdir = Path(self.env.app.srcdir) / "_generated"
-            image = outdir / f"{prefix}-results.png"
-            if plot(report["results"], image):
+        if "plot" in self.options:
+            image = Path(self.env.app.srcdir) / "_generated" / f"{prefix}-results.png"
+            if plot(report, image):
                 out.append(nodes.image(uri="/_generated/" + image.name, alt=path.name))
         for key, section in report.items():
             if key not in _META:

@@ -21,9 +21,8 @@ from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
-from sphinx.util.docutils import SphinxDirective
 
-from kiln_docs._util import DocsError, inline, table
+from kiln_docs._util import DocsError, KilnDirective, inline, table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +142,15 @@ def phases() -> list[tuple[str, tuple[str, ...], list[Any]]]:
 
 def load_backend_rewrites() -> None:
     """Import every installed linker, so the rewrites its package registers are in ``db``."""
-    backends()
+    from kiln_compile import get_linker
+
+    for ep in entry_points(group="kiln.linkers"):
+        try:
+            get_linker(ep.name)
+        except Exception as exc:
+            raise DocsError(
+                f"the linker of backend {ep.name!r} ({ep.value}) cannot be loaded: {exc!r}"
+            ) from exc
 
 
 # --- the diagram -------------------------------------------------------------------------
@@ -262,12 +269,12 @@ def render_svg(dot_source: str) -> str:
     )
 
 
-class PipelineDirective(SphinxDirective):
+class PipelineDirective(KilnDirective):
     """``kiln-pipeline``: the pipeline diagram, generated from the registries."""
 
     has_content = False
 
-    def run(self) -> list[nodes.Node]:
+    def build(self) -> list[nodes.Node]:
         """Return the diagram as inline SVG (HTML) or its Graphviz source (other builders)."""
         source = pipeline_dot()
         figure = nodes.figure(classes=["kiln-pipeline-figure"])
@@ -284,10 +291,10 @@ class PipelineDirective(SphinxDirective):
         return [figure]
 
 
-class PhasesDirective(SphinxDirective):
+class PhasesDirective(KilnDirective):
     """``kiln-phases``: one table per phase of its registered rewrites."""
 
-    def run(self) -> list[nodes.Node]:
+    def build(self) -> list[nodes.Node]:
         """Return a rubric, a sentence and a table per phase."""
         load_backend_rewrites()
         out: list[nodes.Node] = []
@@ -320,10 +327,10 @@ class PhasesDirective(SphinxDirective):
         return out
 
 
-class BackendsDirective(SphinxDirective):
+class BackendsDirective(KilnDirective):
     """``kiln-backends``: the backends, from the linker registry and ``KNOWN_BACKENDS``."""
 
-    def run(self) -> list[nodes.Node]:
+    def build(self) -> list[nodes.Node]:
         """Return the backends table."""
         rows = []
         for b in backends():
@@ -352,10 +359,10 @@ class BackendsDirective(SphinxDirective):
         return [table(header, rows, [8, 10, 24, 10, 18, 30])]
 
 
-class EnginesDirective(SphinxDirective):
+class EnginesDirective(KilnDirective):
     """``kiln-engines``: the NUTS engines, from ``kiln._engines.ENGINES``."""
 
-    def run(self) -> list[nodes.Node]:
+    def build(self) -> list[nodes.Node]:
         """Return the engines table."""
         rows = []
         for e in engines():

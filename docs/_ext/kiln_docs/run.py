@@ -2,9 +2,9 @@
 
 The printouts in the guide (a compile profile, the cache folders, a value before and
 after a rewrite) are produced by the code they describe, on every build, so they
-cannot go stale. Each script runs in a new process with ``KILN_CACHE_DIR`` set to a
-temporary folder made for this build (removed at its end); a script that fails fails
-the build with its output.
+cannot go stale. Each script runs in a new process with ``KILN_CACHE_DIR`` set to a new
+empty folder (so every printout is of a cold start; all are removed at the end of the
+build); a script that fails fails the build with its output.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util import logging
-from sphinx.util.docutils import SphinxDirective
 
-from kiln_docs._util import DocsError
+from kiln_docs._util import DocsError, KilnDirective
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "_scripts"
 TIMEOUT_S = 300
@@ -49,7 +48,7 @@ def run_script(app: Sphinx, script: str, args: list[str]) -> str:
     path = SCRIPTS / script
     if not path.is_file():
         raise DocsError(f"kiln-run: no script {path}")
-    root = _cache_root(app)
+    root = Path(tempfile.mkdtemp(prefix=f"{Path(script).stem}-", dir=_cache_root(app)))
     env = dict(os.environ, KILN_CACHE_DIR=str(root), PYTHONHASHSEED="0", PYTHONUNBUFFERED="1")
     env.pop("KILN_FLAGS", None)
     start = time.perf_counter()
@@ -77,7 +76,7 @@ def run_script(app: Sphinx, script: str, args: list[str]) -> str:
     return out
 
 
-class RunDirective(SphinxDirective):
+class RunDirective(KilnDirective):
     """Show a script's output as a literal block (``:source:`` shows the script first)."""
 
     required_arguments = 1
@@ -87,7 +86,7 @@ class RunDirective(SphinxDirective):
         "language": directives.unchanged,
     }
 
-    def run(self) -> list[nodes.Node]:
+    def build(self) -> list[nodes.Node]:
         """Run the script (once per build) and return its source and output blocks."""
         script = self.arguments[0]
         args = shlex.split(self.options.get("args", ""))
