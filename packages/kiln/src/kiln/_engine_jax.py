@@ -43,6 +43,7 @@ def _run(run: EngineRun, engine: str, sampler: Callable[..., Any]) -> EngineResu
         draws=run.draws,
         tune=run.tune,
         chains=run.chains,
+        cores=run.cores,
         random_seed=run.random_seed,
         target_accept=run.target_accept,
         progressbar=run.progressbar,
