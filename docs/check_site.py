@@ -23,6 +23,7 @@ import argparse
 import fcntl
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urldefrag, urlparse
 
+REPLY_TIMEOUT_S = 60
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 FLAGS = (
     "--headless",
@@ -106,6 +108,9 @@ class Browser:
 
     def _read(self) -> dict[str, Any]:
         while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._from_browser], [], [], REPLY_TIMEOUT_S)
+            if not ready:
+                raise RuntimeError(f"Chromium sent no reply in {REPLY_TIMEOUT_S} s")
             chunk = os.read(self._from_browser, 1 << 16)
             if not chunk:
                 raise RuntimeError("Chromium closed the DevTools pipe")
