@@ -103,6 +103,12 @@ def main() -> None:
         "--models", nargs="+", default=list(stage2.MODELS), help="models of the Numba part"
     )
     parser.add_argument("--no-random", action="store_true", help="skip the random-draw benchmarks")
+    parser.add_argument(
+        "--no-model", action="store_true", help="skip the model-layer compile benchmarks"
+    )
+    parser.add_argument(
+        "--no-sample", action="store_true", help="skip the kl.sample end-to-end benchmarks"
+    )
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),

@@ -33,7 +33,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from kiln_compile import FunctionGraph, Profile
+from kiln_compile import FunctionGraph, LinkerDoc, Profile
 from kiln_graph import KilnValueError, RandomGeneratorType, TensorType, Variable
 from kiln_jax._cache import enable_compilation_cache
 from kiln_jax._graph import BACKEND, JaxGraph
@@ -189,6 +189,14 @@ class JaxLinker:
     rewrite_tags: tuple[str, ...] = ("jax",)
     #: The phases that mean nothing to XLA.
     excluded_rewrites: tuple[str, ...] = ("inplace", "fusion")
+    doc = LinkerDoc(
+        compiles="the whole graph traced into one function and compiled by XLA "
+        "(`jax.jit`) on the first call; float64 scoped to kiln's calls",
+        system_compiler="no (XLA ships with jaxlib)",
+        cache="`jax/`: JAX's persistent compilation cache (XLA executables)",
+        note="For numpyro and blackjax, whose samplers call the log-density inside "
+        "XLA, and for accelerators; a larger per-call overhead than Numba from Python.",
+    )
 
     def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> JaxThunk:
         """Return the callable computing ``fgraph`` (compiled by XLA at its first call).
