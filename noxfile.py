@@ -200,7 +200,7 @@ def docs(session: nox.Session) -> None:
             f"Graphviz's dot, the built site is checked in Chromium); on Debian: "
             f"apt-get install -y {' '.join(missing)}"
         )
-    install_packages(session, *DOCS_REQUIREMENTS)
+    install_packages(session, *DOCS_REQUIREMENTS, *ENGINES)
     out = "docs/_build/html"
     session.run(
         "sphinx-build", "-E", "-W", "--keep-going", "-b", "html", "docs", out, *session.posargs
