@@ -12,24 +12,30 @@ from collections.abc import Callable
 from typing import Any
 
 import kiln_samplers
-from kiln._engines import EngineResult, EngineRun
+from kiln._engines import ENGINES, EngineResult, EngineRun
+from kiln_compile import get_linker
 from kiln_graph import KilnValueError
 from kiln_model._compiled import CompiledModel
 
 
 def _compile_on_jax(run: EngineRun, engine: str) -> tuple[CompiledModel, float]:
+    backend = ENGINES[engine].backend
+    assert backend is not None
     linker = run.mode.linker
-    if run.backend_given and linker != "jax":
+    if run.backend_given and linker not in (backend, "auto"):
         raise KilnValueError(
             f"nuts_sampler={engine!r} samples with JAX and needs the JAX backend, but the "
-            f"backend is {linker!r}: pass backend='jax' or leave backend unset (kiln then "
-            "picks 'jax'); for the Numba backend use nuts_sampler='kiln' or 'nutpie'"
+            f"backend is {linker!r}: pass backend={backend!r} or leave backend unset (kiln "
+            f"then picks {backend!r}); for the Numba backend use nuts_sampler='kiln' or "
+            "'nutpie'"
         )
+    get_linker(backend)  # a clear error when kiln-jax is not installed
     from kiln_jax import enable_compilation_cache
 
     enable_compilation_cache()
     start = time.perf_counter()
-    compiled = run.model.logp_dlogp_function(mode=run.mode.with_linker("jax"), jitter=run.jitter)
+    mode = run.mode.with_linker(backend)
+    compiled = run.model.logp_dlogp_function(mode=mode, jitter=run.jitter)
     return compiled, time.perf_counter() - start
 
 
