@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import arviz_base
-import arviz_stats
 import numpy as np
 
 from kiln_samplers._sample import Trace
@@ -67,6 +66,10 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
     if chains > 1 and draws >= 4:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            # Imported here: arviz_stats (xarray-einstats, scipy.stats) is half of the time
+            # `import kiln` would take.
+            import arviz_stats
+
             rhat = arviz_stats.rhat(idata["posterior"])
             ess = arviz_stats.ess(idata["posterior"])
         max_rhat = max(float(np.nanmax(v.values)) for v in rhat.data_vars.values())
