@@ -15,7 +15,14 @@ LOGP_GRAD_SIGNATURE = "float64(float64[::1], float64[::1], int64[::1])"
 
 
 class CompiledModel(Protocol):
-    """A log-density over one flat float64 vector, and how to read its points."""
+    """A log-density over one flat float64 vector, and how to read its points.
+
+    Optional members some samplers read: ``discrete_mask`` (bool[ndim]: entries that
+    hold integer values, which step methods move in integer jumps and NUTS never
+    moves; absent means all continuous), ``layout`` (blocks with ``support`` /
+    ``lower`` / ``upper`` for the discrete steps), ``logp_jax`` / ``expand_jax`` (the
+    JAX path, for numpyro and blackjax).
+    """
 
     ndim: int
     out_names: list[str]
