@@ -30,6 +30,7 @@ import numpy as np
 from kiln_samplers._sample import Trace, chain_seeds
 
 CHAIN_METHODS = ("vectorized", "parallel", "sequential")
+_STAT_DTYPES = {"diverging": bool, "n_steps": np.int64, "tree_depth": np.int64}
 
 
 class JaxCompiledModel(Protocol):
@@ -133,7 +134,7 @@ def _map_chains(fn: Callable[..., Any], method: str, cores: int | None, *args: A
     import jax
 
     if method == "vectorized":
-        return jax.jit(jax.vmap(fn))(*args)
+        return jax.block_until_ready(jax.jit(jax.vmap(fn))(*args))
     n = int(args[0].shape[0])
     compiled = jax.jit(fn).lower(*(a[0] for a in args)).compile()
 
@@ -147,6 +148,37 @@ def _map_chains(fn: Callable[..., Any], method: str, cores: int | None, *args: A
     else:
         outs = [chain(i) for i in range(n)]
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *outs)
+
+
+def _run_chains(
+    model: JaxCompiledModel,
+    one_chain: Callable[[Any, Any], Any],
+    method: str,
+    cores: int | None,
+    chains: int,
+    tune: int,
+    random_seed: Any,
+    init: np.ndarray,
+) -> tuple[Trace, float]:
+    """Run ``one_chain(key, x0) -> (draws, {stat: per draw})`` for every chain.
+
+    Returns the trace (stats in kiln's dtypes; a missing ``tree_depth`` derived from
+    ``n_steps``) and XLA's compile seconds, which the sampling time leaves out.
+    """
+    import jax
+
+    clock = _CompileClock()
+    with jax.enable_x64(True), clock.running():
+        keys = jax.random.split(jax.random.key(_key_seed(random_seed)), chains)
+        start = time.perf_counter()
+        xs, raw = _map_chains(one_chain, method, cores, keys, jax.numpy.asarray(init))
+        elapsed = time.perf_counter() - start
+        xs = np.asarray(xs)
+        posterior = _posterior(model, xs)
+    stats = {k: np.asarray(v).astype(_STAT_DTYPES.get(k, np.float64)) for k, v in raw.items()}
+    stats.setdefault("tree_depth", _tree_depth(stats["n_steps"]))
+    trace = Trace(posterior, stats, xs, max(elapsed - clock.seconds, 0.0), tune, False)
+    return trace, clock.seconds
 
 
 def sample_numpyro(
@@ -203,34 +235,20 @@ def sample_numpyro(
 
         def body(s: Any, _: Any) -> Any:
             s = sample_kernel(s)
-            fields = (s.z, s.diverging, s.energy, s.num_steps, s.accept_prob)
-            return s, (*fields, s.potential_energy, s.adapt_state.step_size)
+            stats = {
+                "diverging": s.diverging,
+                "energy": s.energy,
+                "n_steps": s.num_steps,
+                "step_size": s.adapt_state.step_size,
+                "lp": -s.potential_energy,
+                "acceptance_rate": s.accept_prob,
+            }
+            return s, (s.z, stats)
 
         _, out = jax.lax.scan(body, state, None, length=draws)
         return out
 
-    clock = _CompileClock()
-    with jax.enable_x64(True), clock.running():
-        keys = jax.random.split(jax.random.key(_key_seed(random_seed)), chains)
-        start = time.perf_counter()
-        out = jax.block_until_ready(
-            _map_chains(one_chain, method, cores, keys, jax.numpy.asarray(init))
-        )
-        elapsed = time.perf_counter() - start
-        xs, div, energy, n_steps, accept, potential_energy, step_size = (np.asarray(o) for o in out)
-        posterior = _posterior(model, xs)
-    n_steps = n_steps.astype(np.int64)
-    stats = {
-        "diverging": div.astype(bool),
-        "energy": energy.astype(np.float64),
-        "n_steps": n_steps,
-        "tree_depth": _tree_depth(n_steps),
-        "step_size": step_size.astype(np.float64),
-        "lp": -potential_energy.astype(np.float64),
-        "acceptance_rate": accept.astype(np.float64),
-    }
-    trace = Trace(posterior, stats, xs, max(elapsed - clock.seconds, 0.0), tune, False)
-    return trace, clock.seconds
+    return _run_chains(model, one_chain, method, cores, chains, tune, random_seed, init)
 
 
 def sample_blackjax(
@@ -277,37 +295,18 @@ def sample_blackjax(
 
         def body(s: Any, k: Any) -> Any:
             s, info = step(k, s)
-            return s, (s.position, s.logdensity, info)
+            stats = {
+                "diverging": info.is_divergent,
+                "energy": info.energy,
+                "n_steps": info.num_integration_steps,
+                "tree_depth": info.num_trajectory_expansions,
+                "step_size": params["step_size"],
+                "lp": s.logdensity,
+                "acceptance_rate": info.acceptance_rate,
+            }
+            return s, (s.position, stats)
 
-        _, (xs, lps, info) = jax.lax.scan(body, state, jax.random.split(draw_key, draws))
-        return (
-            xs,
-            lps,
-            info.is_divergent,
-            info.energy,
-            info.num_integration_steps,
-            info.num_trajectory_expansions,
-            info.acceptance_rate,
-            jax.numpy.broadcast_to(params["step_size"], (draws,)),
-        )
+        _, out = jax.lax.scan(body, state, jax.random.split(draw_key, draws))
+        return out
 
-    clock = _CompileClock()
-    with jax.enable_x64(True), clock.running():
-        keys = jax.random.split(jax.random.key(_key_seed(random_seed)), chains)
-        start = time.perf_counter()
-        out = _map_chains(one_chain, method, cores, keys, jax.numpy.asarray(init))
-        out = jax.block_until_ready(out)
-        elapsed = time.perf_counter() - start
-        xs, lps, div, energy, n_steps, depth, accept, step_size = (np.asarray(o) for o in out)
-        posterior = _posterior(model, xs)
-    stats = {
-        "diverging": div.astype(bool),
-        "energy": energy.astype(np.float64),
-        "n_steps": n_steps.astype(np.int64),
-        "tree_depth": depth.astype(np.int64),
-        "step_size": step_size.astype(np.float64),
-        "lp": lps.astype(np.float64),
-        "acceptance_rate": accept.astype(np.float64),
-    }
-    trace = Trace(posterior, stats, xs, max(elapsed - clock.seconds, 0.0), tune, False)
-    return trace, clock.seconds
+    return _run_chains(model, one_chain, method, cores, chains, tune, random_seed, init)
