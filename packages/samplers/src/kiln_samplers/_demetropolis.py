@@ -29,7 +29,7 @@ from kiln_samplers._steps import (
     _check_positive,
     metropolis_accept,
     safe_logp,
-    tune_scaling,
+    tune_interval_update,
 )
 
 
@@ -130,16 +130,9 @@ class _DEBase(Step):
         logp, accept, accepted = de_step(
             model.logp, rng, x, logp, self.indices, difference, lamb, scaling
         )
-        if tuning and self.tune is not None:
-            state.steps += 1
-            state.accepted += int(accepted)
-            if state.steps == self.tune_interval:
-                rate = state.accepted / self.tune_interval
-                if self.tune == "scaling":
-                    state.scaling = tune_scaling(state.scaling, rate)
-                else:
-                    state.lamb = tune_scaling(state.lamb, rate)
-                state.steps = state.accepted = 0
+        if self.tune is not None:
+            field = "scaling" if self.tune == "scaling" else "lamb"
+            tune_interval_update(state, accepted, tuning, self.tune_interval, field)
         self._after(state, x, tuning)
         return logp, (accept, accepted, lamb, scaling)
 

@@ -205,14 +205,20 @@ def metropolis_step(
     return new_logp, accept, True
 
 
-def tune_interval_update(state: ScaleState, accepted: bool, tuning: bool, interval: int) -> None:
-    """Count an acceptance; at the end of each tuning interval, retune ``state.scaling``."""
+def tune_interval_update(
+    state: Any, accepted: bool, tuning: bool, interval: int, field: str = "scaling"
+) -> None:
+    """Count an acceptance; at the end of each tuning interval, retune ``state.<field>``.
+
+    ``state`` holds ``steps`` and ``accepted`` (the interval's counts) and the scale
+    ``field`` (a :class:`ScaleState`'s ``scaling``, or DE's ``lamb``).
+    """
     if not tuning:
         return
     state.steps += 1
     state.accepted += int(accepted)
     if state.steps == interval:
-        state.scaling = tune_scaling(state.scaling, state.accepted / interval)
+        setattr(state, field, tune_scaling(getattr(state, field), state.accepted / interval))
         state.steps = state.accepted = 0
 
 
