@@ -216,3 +216,34 @@ def test_without_tuning_the_initial_step_size_search_is_used():
     trace = ks.sample_nuts(Gaussian(), draws=50, tune=0, chains=1, random_seed=4, progressbar=False)
     step = trace.sample_stats["step_size"]
     assert np.all(step == step[0, 0]) and 0.0 < step[0, 0] < 0.5  # the heuristic's, not 1.0
+
+
+def test_log_add_exp_matches_numpy():
+    values = [-np.inf, -800.0, -3.0, 0.0, 2.5, 700.0]
+    for a in values:
+        for b in values:
+            assert core.log_add_exp(a, b) == pytest.approx(np.logaddexp(a, b), rel=1e-14)
+
+
+def test_prefetch_compiles_the_kernel_in_another_process(tmp_path):
+    """An empty cache: prefetch starts a process whose compile the kernel then loads."""
+    import subprocess
+    import sys
+
+    script = (
+        "from kiln_samplers import _numba_nuts as nn\n"
+        "was_cached = nn._kernel_cached()\n"
+        "nn.prefetch()\n"
+        "started = nn._prefetching is not None\n"
+        "nn.compiled_sample_chunk()\n"
+        "stats = nn.compiled_sample_chunk().stats\n"
+        "print(was_cached, started, sum(stats.cache_hits.values()), nn._kernel_cached())\n"
+    )
+    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    # The kernel was missing, a background process compiled it, and this one loaded it.
+    assert first.stdout.split() == ["False", "True", "1", "True"]
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["True", "False", "1", "True"]

@@ -287,6 +287,17 @@ def _describe(mode: Mode) -> str:
     return text
 
 
+def linker_name_of(mode: Any = None, warn: bool = False) -> str:
+    """Return the name of the linker that :func:`function` uses for ``mode``.
+
+    A mode whose linker is ``"auto"`` takes ``config.linker``; ``"auto"`` there resolves
+    to Numba when it is installed, else to the Python VM (warning once when ``warn``).
+    """
+    the_mode = get_mode(mode)
+    requested = config.linker if the_mode.linker == "auto" else the_mode.linker
+    return resolve_linker_name(requested, warn=warn)
+
+
 def function(
     inputs: Sequence[Variable],
     outputs: Variable | Sequence[Variable],
@@ -341,8 +352,7 @@ def function(
     fgraph = prepare(list(inputs), outs, updates, givens, no_default_updates)
     t1 = time.perf_counter()
     prepared = fgraph
-    requested = config.linker if the_mode.linker == "auto" else the_mode.linker
-    linker_name = resolve_linker_name(requested, warn=config.warn_fallback)
+    linker_name = linker_name_of(the_mode, warn=config.warn_fallback)
     linker = get_linker(linker_name)
     # Loading the backend (importing its package, once per process) is Stage-2 time.
     load_linker = time.perf_counter() - t1

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import kiln_samplers
-from kiln_compile import Mode
+from kiln_compile import Mode, linker_name_of
 from kiln_graph import KilnValueError
 from kiln_model import Model
 from kiln_model._compiled import CompiledModel
@@ -138,6 +138,8 @@ def run_kiln(run: EngineRun) -> EngineResult:
     options = dict(run.options)
     settings = kiln_samplers.NutsSettings(target_accept=run.target_accept, **options)
     start = time.perf_counter()
+    if linker_name_of(run.mode) == "numba":
+        kiln_samplers.prefetch_native_kernel()  # on another core, while the model compiles
     compiled = run.model.logp_dlogp_function(mode=run.mode, jitter=run.jitter)
     native = None
     if compiled.function.linker == "numba":

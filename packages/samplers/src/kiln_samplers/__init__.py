@@ -28,6 +28,7 @@ from kiln_samplers._nuts import STAT_NAMES as STAT_NAMES
 from kiln_samplers._nuts import ChainState as ChainState
 from kiln_samplers._nuts import NutsSettings as NutsSettings
 from kiln_samplers._nuts import init_chain as init_chain
+from kiln_samplers._nuts import prefetch_native_kernel as prefetch_native_kernel
 from kiln_samplers._nuts import run_chain as run_chain
 from kiln_samplers._protocol import LOGP_GRAD_SIGNATURE as LOGP_GRAD_SIGNATURE
 from kiln_samplers._protocol import CompiledModel as CompiledModel

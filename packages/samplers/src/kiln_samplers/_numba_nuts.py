@@ -4,14 +4,23 @@ The model's log-density is an argument of type ``FunctionType(LOGP_GRAD_SIGNATUR
 (a function pointer): ``sample_chunk`` has an explicit signature, so Numba compiles it
 once, caches it on disk, and every model's native log-density (a function compiled
 with that signature, e.g. by ``kiln_numba.native_logp_grad``) runs through it.
+
+The first compile takes seconds. :func:`prefetch` starts it in a background process
+when the on-disk cache holds no kernel yet, so that it runs on another core while the
+model's own log-density compiles; :func:`compiled_sample_chunk` then waits for that
+process and loads what it stored.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 import types as pytypes
 from typing import Any
 
+import numba
 from numba import njit, types
 from numba.core import sigutils
 
@@ -43,7 +52,10 @@ SAMPLE_CHUNK_SIGNATURE = types.float64(
     types.boolean,
 )
 
-_HELPERS = ("kinetic", "is_turning", "leapfrog", "_ckpt_indices", "nuts_step", "dual_averaging")
+_HELPERS = (
+    "log_add_exp", "kinetic", "is_turning", "leapfrog", "_ckpt_indices", "nuts_step",
+    "dual_averaging",
+)  # fmt: skip
 _namespace: dict[str, Any] = dict(vars(core))
 
 
@@ -56,9 +68,67 @@ def _compiled(name: str, signature: Any = None) -> Any:
     return njit(signature, cache=True, nogil=True, error_model="numpy")(copy)
 
 
+#: The background compile started by :func:`prefetch` (None when none was needed).
+_prefetching: subprocess.Popen[bytes] | None = None
+_PREFETCH_TIMEOUT_S = 600.0
+
+
+def _kernel_cached() -> bool:
+    """Whether Numba's on-disk cache already holds a compiled ``sample_chunk``."""
+    if getattr(numba.config, "DISABLE_JIT", False):
+        return True  # nothing to compile
+    try:
+        return bool(_compiled("sample_chunk")._cache._cache_file._load_index())
+    except Exception:  # an unreadable cache or a Numba without these internals
+        return False
+
+
+def prefetch() -> None:
+    """Start compiling the NUTS kernel in a background process if no cache holds it.
+
+    Returns at once. A background process that fails costs nothing: the kernel is then
+    compiled in this process when :func:`compiled_sample_chunk` is first called.
+    """
+    global _prefetching
+    if _prefetching is not None or compiled_sample_chunk.cache_info().currsize or _kernel_cached():
+        return
+    env = dict(os.environ)
+    cache_dir = getattr(numba.config, "CACHE_DIR", "")
+    if cache_dir:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = "from kiln_samplers._numba_nuts import compiled_sample_chunk as f; f()"
+    try:
+        _prefetching = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:  # no new processes here: compile in this one when needed
+        _prefetching = None
+
+
+def _wait_for_prefetch() -> None:
+    global _prefetching
+    if _prefetching is None:
+        return
+    try:
+        _prefetching.wait(timeout=_PREFETCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _prefetching.kill()
+        _prefetching.wait()
+    _prefetching = None
+
+
 @functools.cache
 def compiled_sample_chunk() -> Any:
-    """Return the compiled :func:`kiln_samplers._nuts_core.sample_chunk` (loaded or built once)."""
+    """Return the compiled :func:`kiln_samplers._nuts_core.sample_chunk` (loaded or built once).
+
+    Waits for a background compile started by :func:`prefetch`, then loads its result.
+    """
+    _wait_for_prefetch()
     for name in _HELPERS:
         _namespace[name] = _compiled(name)
     return _compiled("sample_chunk", SAMPLE_CHUNK_SIGNATURE)

@@ -143,6 +143,17 @@ def _restart_step_size(state: ChainState, eps: float) -> None:
     a[core.COUNT] = 0.0
 
 
+def prefetch_native_kernel() -> None:
+    """Start compiling the Numba NUTS kernel in the background when no cache holds it.
+
+    Call it before compiling a model whose native log-density will feed the kernel:
+    both compiles then run at once, on two cores (see :mod:`kiln_samplers._numba_nuts`).
+    """
+    from kiln_samplers._numba_nuts import prefetch
+
+    prefetch()
+
+
 def run_chain(
     model: CompiledModel,
     state: ChainState,

@@ -52,6 +52,17 @@ def is_turning(p_left, p_right, p_sum, inv_mass):  # type: ignore[no-untyped-def
     return left <= 0.0 or right <= 0.0
 
 
+def log_add_exp(a, b):  # type: ignore[no-untyped-def]
+    """Return log(exp(a) + exp(b)) without overflow (``np.logaddexp`` for two floats)."""
+    if a == b:
+        return a + math.log(2.0)
+    if a < b:
+        a, b = b, a
+    if b == -math.inf:
+        return a
+    return a + math.log1p(math.exp(b - a))
+
+
 def leapfrog(fn, user_data, q, p, g, eps, inv_mass, q_out, p_out, g_out):  # type: ignore[no-untyped-def]
     """One leapfrog step of size ``eps`` from (q, p, grad g); return the new logp."""
     n = q.shape[0]
@@ -118,6 +129,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
     q_new, p_new, g_new = np.empty(n), np.empty(n), np.empty(n)
     sub_q, sub_g = np.empty(n), np.empty(n)
     sub_p_sum = np.empty(n)
+    part = np.empty(n)
     p_ckpts = np.empty((max_depth + 1, n))
     p_sum_ckpts = np.empty((max_depth + 1, n))
 
@@ -160,7 +172,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
                 break
             # Multinomial sampling within the subtree (uniform progressive).
             leaf_w = -error
-            new_sub_log_w = np.logaddexp(sub_log_w, leaf_w)
+            new_sub_log_w = log_add_exp(sub_log_w, leaf_w)
             if rng.random() < math.exp(leaf_w - new_sub_log_w):
                 for i in range(n):
                     sub_q[i], sub_g[i] = q_cur[i], g_cur[i]
@@ -177,7 +189,8 @@ def nuts_step(  # type: ignore[no-untyped-def]
                     p_sum_ckpts[idx_max, i] = sub_p_sum[i]
             else:
                 for k in range(idx_max, idx_min - 1, -1):
-                    part = sub_p_sum - p_sum_ckpts[k] + p_ckpts[k]
+                    for i in range(n):
+                        part[i] = sub_p_sum[i] - p_sum_ckpts[k, i] + p_ckpts[k, i]
                     if is_turning(p_ckpts[k], p_cur, part, inv_mass):  # symmetric in the ends
                         sub_turning = True
                         break
@@ -196,7 +209,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
                 q_prop[i], g_prop[i] = sub_q[i], sub_g[i]
             logp_prop = sub_logp
             chosen_error = sub_error
-        log_w = np.logaddexp(log_w, sub_log_w)
+        log_w = log_add_exp(log_w, sub_log_w)
         for i in range(n):
             p_sum[i] += sub_p_sum[i]
         if is_turning(p_left, p_right, p_sum, inv_mass):

@@ -1,0 +1,58 @@
+"""The generated function's local 0-d arrays become scalars (``kiln_numba._scalars``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln
+import kiln.tensor as kt
+from kiln_numba._scalars import promote_scalars
+
+
+def test_a_local_zero_d_array_becomes_a_scalar():
+    lines = [
+        "v_1 = np.empty((), dtype=np.float64)",
+        "a_2 = i0[()]",
+        "v_1[()] = (a_2 / 10.0)",
+        "v_3 = v_1",  # an in-place alias of it
+        "v_3[()] = v_1[()] + 1.0",
+        "r = np.empty((1,), dtype=np.float64)",
+        "r[0] = v_3[()]",
+        "return (r, )",
+    ]
+    assert promote_scalars(lines) == [
+        "a_2 = i0[()]",
+        "v_1 = np.float64((a_2 / 10.0))",
+        "v_1 = np.float64(v_1 + 1.0)",
+        "r = np.empty((1,), dtype=np.float64)",
+        "r[0] = v_1",
+        "return (r, )",
+    ]
+
+
+def test_arrays_that_leave_the_body_keep_their_storage():
+    decl = "v_1 = np.empty((), dtype=np.float64)"
+    store = "v_1[()] = 2.0"
+    kept = [
+        [decl, store, "return (v_1, )"],  # returned
+        [decl, store, "(t, ) = helper_3(v_1)"],  # passed to a function
+        [decl, "x = v_1[()]", store],  # read before its first store
+        [decl, "if c:", "    v_1[()] = 2.0", "y = v_1[()]"],  # first stored in a branch
+        [decl, store, "v_2 = v_1", "return (v_2, )"],  # returned through an alias
+        [decl, store, "n = v_1.shape"],  # an attribute
+    ]
+    for lines in kept:
+        assert promote_scalars(lines) == lines
+
+
+def test_scalar_graphs_keep_their_values_and_dtypes():
+    x = kt.scalar("x", dtype="float64")
+    n = kt.scalar("n", dtype="int64")
+    y = kt.exp(x) / 5.0 + kt.cast(n, "float64")
+    z = kt.switch(x > 0, y, -y) * 2
+    f = kiln.function([x, n], [y, z, kt.cast(z, "float32")], mode=kiln.Mode(linker="numba"))
+    out = f(0.5, 3)
+    y_ref = np.exp(0.5) / 5.0 + 3.0
+    np.testing.assert_allclose(out[0], y_ref, rtol=1e-15)
+    np.testing.assert_allclose(out[1], 2 * y_ref, rtol=1e-15)
+    assert out[2].dtype == np.float32 and out[0].shape == ()
