@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kiln_graph import Apply, Constant, Op
-from kiln_numba._funcify import CodeContext, FunctionScope
+from kiln_graph import Apply, Constant, Op, TensorType, Variable
+from kiln_numba._funcify import CodeContext, FunctionScope, np_dtype
 
 _FRESH = re.compile(r"\b([A-Za-z]+)_(\d+)\b")
 
@@ -62,20 +62,39 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
         return renamed.setdefault(name, f"{match.group(1)}{len(renamed)}")
 
     lines = [_FRESH.sub(rename, line) for line in scope.lines]
-    lines.append("return (" + "".join(f"{r}, " for r in results) + ")")
+    # 0-d outputs come back as scalars, and become 0-d arrays again in the caller, where
+    # kiln_numba._scalars makes the ones that stay local plain scalars.
+    zero_d = [_zero_d_dtype(v) for v in ctx.node.outputs]
+    returned = [r if d is None else f"{r}[()]" for r, d in zip(results, zero_d, strict=True)]
+    lines.append("return (" + "".join(f"{r}, " for r in returned) + ")")
     signature = ", ".join([*params, *extra.values()])
     key = "outlined\n" + signature + "\n" + "\n".join(lines)
 
     def source(name: str) -> str:
         # Local import: the code generator imports the op families, which import this.
         from kiln_numba._codegen import _out_of_line_raise
+        from kiln_numba._scalars import promote_scalars
 
-        body = "\n".join("    " + _out_of_line_raise(module, line) for line in lines)
+        raised = [_out_of_line_raise(module, line) for line in lines]
+        body = "\n".join("    " + line for line in promote_scalars(raised))
         return f"@njit(error_model='numpy')\ndef {name}({signature}):\n{body}"
 
     name = module.helper(key, source)
     args = [*ctx.inputs, *(ctx.scope.constant_name(c) for c in extra)]
-    ctx.emit(f"({''.join(f'{o}, ' for o in ctx.outputs)}) = {name}({', '.join(args)})")
+    targets = [o if d is None else ctx.fresh("x") for o, d in zip(ctx.outputs, zero_d, strict=True)]
+    ctx.emit(f"({''.join(f'{t}, ' for t in targets)}) = {name}({', '.join(args)})")
+    for out, target, dtype in zip(ctx.outputs, targets, zero_d, strict=True):
+        if dtype is not None:
+            ctx.emit(f"{out} = np.empty((), dtype={dtype})")
+            ctx.emit(f"{out}[()] = {target}")
+
+
+def _zero_d_dtype(v: Variable) -> str | None:
+    """Return the dtype source of a 0-d tensor ``v`` (None for other values)."""
+    t = v.type
+    if isinstance(t, TensorType) and t.ndim == 0:
+        return np_dtype(t.dtype)
+    return None
 
 
 def outline_loops(fn: Any) -> Writer:

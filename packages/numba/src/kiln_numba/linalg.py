@@ -13,6 +13,7 @@ from __future__ import annotations
 from kiln_graph import Apply
 from kiln_graph._linalg import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, np_dtype, numba_funcify
+from kiln_numba._outline import outline
 
 #: Dtypes ``np.dot`` hands to BLAS in Numba.
 BLAS_DTYPES = ("float32", "float64", "complex64", "complex128")
@@ -97,7 +98,10 @@ def numba_funcify_MatMul(op: MatMul, node: Apply, ctx: CodeContext) -> None:  # 
     dtype = ctx.output_type(0).dtype
     a, b = _as_output_dtype(ctx, 0), _as_output_dtype(ctx, 1)
     if _small_matmul(ctx):
-        _emit_matmul_loops(ctx, a, b)
+        # A function of its own, shared by equal products (see kiln_numba._outline).
+        outline(
+            ctx, lambda sub: _emit_matmul_loops(sub, *(_as_output_dtype(sub, i) for i in (0, 1)))
+        )
     elif dtype in BLAS_DTYPES:
         ctx.emit(f"{out} = dot_kernel({a}, {b})")
     elif dtype == "float16":
