@@ -56,3 +56,22 @@ def test_scalar_graphs_keep_their_values_and_dtypes():
     np.testing.assert_allclose(out[0], y_ref, rtol=1e-15)
     np.testing.assert_allclose(out[1], 2 * y_ref, rtol=1e-15)
     assert out[2].dtype == np.float32 and out[0].shape == ()
+
+
+def _loops_function(n_loops: int) -> kiln.Function:
+    x = kt.vector("x", dtype="float64")
+    outs = [kt.sum(kt.exp(x * float(k + 1))) for k in range(n_loops)]
+    return kiln.function([x], outs, mode=kiln.Mode(linker="numba"))
+
+
+def test_a_small_graph_has_its_loops_inlined_and_a_large_one_does_not():
+    from kiln_numba._outline import MAX_INLINED_LOOPS
+
+    small = _loops_function(2)
+    assert small.thunk.source.count("inline='always'") >= 1
+    large = _loops_function(MAX_INLINED_LOOPS + 1)
+    assert "inline='always'" not in large.thunk.source
+    x = np.array([0.1, -0.2, 0.3])
+    for f, n in ((small, 2), (large, MAX_INLINED_LOOPS + 1)):
+        out = f(x)
+        np.testing.assert_allclose(out, [np.exp(x * (k + 1)).sum() for k in range(n)], rtol=1e-14)

@@ -74,6 +74,8 @@ class ModuleBuilder:
         #: raise through ``kiln_raise(code)`` (see :func:`kiln_numba._codegen.write_body`).
         self.errors: list[tuple[str, str]] = []
         self.cacheable = True
+        #: How many node calls of outlined loop functions were written (kiln_numba._outline).
+        self.outlined_calls = 0
         self._write_body = write_body
         self._counter = 0
 

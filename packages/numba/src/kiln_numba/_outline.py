@@ -18,9 +18,23 @@ from collections.abc import Callable
 from typing import Any
 
 from kiln_graph import Apply, Constant, Op, TensorType, Variable
-from kiln_numba._funcify import CodeContext, FunctionScope, np_dtype
+from kiln_numba._funcify import CodeContext, FunctionScope, ModuleBuilder, np_dtype
 
 _FRESH = re.compile(r"\b([A-Za-z]+)_(\d+)\b")
+
+#: Functions with at most this many parameters may be inlined (Numba's inliner refuses
+#: calls whose arguments Python passes as one tuple).
+MAX_INLINED_PARAMS = 16
+#: Where an outlined function's decorator takes ``, inline='always'``: the code
+#: generator decides once it knows how many loop nests the graph has
+#: (:func:`inline_outlined`).
+INLINE_MARKER = "<kiln-inline>"
+#: A graph with at most this many outlined loop nests has them inlined into its one
+#: function (at Numba IR level). Each outlined function is compiled, optimized and
+#: turned into machine code on its own, then again inside the caller (about 0.1 s
+#: each); inlined, a loop costs the caller's SSA and liveness passes instead, which
+#: grow with the caller's size: cheaper for small graphs, much dearer for large ones.
+MAX_INLINED_LOOPS = 40
 
 Writer = Callable[[Op, Apply, CodeContext], None]
 
@@ -77,9 +91,11 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
 
         raised = [_out_of_line_raise(module, line) for line in lines]
         body = "\n".join("    " + line for line in promote_scalars(raised))
-        return f"@njit(error_model='numpy')\ndef {name}({signature}):\n{body}"
+        inline = INLINE_MARKER if len(params) + len(extra) <= MAX_INLINED_PARAMS else ""
+        return f"@njit(error_model='numpy'{inline})\ndef {name}({signature}):\n{body}"
 
     name = module.helper(key, source)
+    module.outlined_calls += 1
     args = [*ctx.inputs, *(ctx.scope.constant_name(c) for c in extra)]
     targets = [o if d is None else ctx.fresh("x") for o, d in zip(ctx.outputs, zero_d, strict=True)]
     ctx.emit(f"({''.join(f'{t}, ' for t in targets)}) = {name}({', '.join(args)})")
@@ -95,6 +111,16 @@ def _zero_d_dtype(v: Variable) -> str | None:
     if isinstance(t, TensorType) and t.ndim == 0:
         return np_dtype(t.dtype)
     return None
+
+
+def inline_outlined(module: ModuleBuilder, source: str) -> str:
+    """Return ``source`` with the outlined functions' decorators completed.
+
+    They are inlined when the module has at most :data:`MAX_INLINED_LOOPS` outlined
+    calls, and stay functions of their own otherwise.
+    """
+    inline = ", inline='always'" if module.outlined_calls <= MAX_INLINED_LOOPS else ""
+    return source.replace(INLINE_MARKER, inline)
 
 
 def outline_loops(fn: Any) -> Writer:
