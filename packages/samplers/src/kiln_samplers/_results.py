@@ -6,7 +6,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import arviz_base
 import numpy as np
 
 from kiln_samplers._sample import Trace
@@ -25,6 +24,10 @@ def to_datatree(
     attrs: Mapping[str, Any] | None = None,
 ) -> Any:
     """Return the groups ``posterior``, ``sample_stats`` (+ data groups) as a DataTree."""
+    # Imported here: arviz_base (xarray, pandas) is most of the time of importing this
+    # package, which a process that only runs the compiled kernel does not need.
+    import arviz_base
+
     groups: dict[str, Any] = {"posterior": trace.posterior, "sample_stats": trace.sample_stats}
     if observed_data:
         groups["observed_data"] = dict(observed_data)
