@@ -361,3 +361,16 @@ def test_refresh_rejects_a_value_of_another_dtype(cache_dir):
     y._value = np.arange(3)  # bypassing the type's filter
     with pytest.raises(KilnTypeError, match="expected a 1-d float64 array"):
         native.refresh()
+
+
+def test_the_wrapper_holds_the_graph_code_so_the_function_itself_is_not_compiled(cache_dir):
+    """Only the wrapper is compiled: the model's statements are written into it."""
+    f, _ = _model(DATA)
+    native = native_logp_grad(f)
+    assert not f.thunk.jit_fn.overloads  # kiln_fn never compiled on its own
+    assert "kiln_fn(" not in Path(native.stage2["module"]).read_text()
+    grad = np.empty(3)
+    logp = native.fn(X, grad, native.user_data)
+    lp_ref, g_ref = _reference(X, DATA)
+    np.testing.assert_allclose(logp, lp_ref, rtol=1e-13)
+    np.testing.assert_allclose(grad, g_ref, rtol=1e-13)

@@ -49,6 +49,7 @@ callbacks for samplers outside Python (nutpie).
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -62,7 +63,7 @@ from numba.extending import intrinsic
 from numba.np.numpy_support import carray
 
 from kiln_graph import KilnTypeError, TensorType
-from kiln_numba import _linker
+from kiln_numba import _codegen, _linker
 from kiln_numba._codegen import Generated
 from kiln_numba._runtime import KilnRuntimeError
 
@@ -96,7 +97,7 @@ EXPAND_NUMBA_SIGNATURE = types.int64(types.float64[::1], types.float64[::1], typ
 _WRAPPER_NAME = "logp_grad"
 _EXPAND_NAME = "expand"
 #: Bumped whenever the generated wrapper changes meaning (it is part of its file name).
-_WRAPPER_VERSION = 1
+_WRAPPER_VERSION = 2
 
 
 @intrinsic
@@ -135,8 +136,8 @@ import numpy as np
 from kiln_numba._cache import njit  # numba.njit with kiln's checked cache
 from kiln_numba.native import address_as_void_pointer, as_readonly, carray
 
-# The model's function, from its generated module (loaded before this one).
-kiln_fn = sys.modules[{module!r}].kiln_fn
+# The model's function, or its module's globals (the generated module is loaded first).
+{kiln_fn}
 '''
 
 
@@ -210,11 +211,47 @@ def _argument_lines(slots: Sequence[_Slot]) -> tuple[list[str], str, int]:
     return lines, "".join(f", {n}" for n in names), pos
 
 
-def _wrapper_source(module: str, slots: Sequence[_Slot]) -> str:
-    """Return the source of the wrapper module calling ``module``'s ``kiln_fn``."""
+def _graph_lines(gen: Generated, module: str, args: str, target: str) -> tuple[str, list[str]]:
+    """Return the wrapper's binding line and the lines setting ``target`` to ``kiln_fn``'s tuple.
+
+    ``args`` are the call's arguments (``"x, a0, a1"``). When ``kiln_fn`` can be written
+    out (no object-mode block, one ``return`` at its end), its statements become the
+    wrapper's own, and the generated module's globals (its loop functions, kernels)
+    the wrapper's: only the wrapper is compiled, so LLVM optimizes the model's code
+    and makes machine code of it once, where a call would compile ``kiln_fn`` on its
+    own first and again inside the wrapper. Otherwise the lines call ``kiln_fn``.
+    """
+    call = (f"kiln_fn = sys.modules[{module!r}].kiln_fn", [f"{target} = kiln_fn({args})"])
+    head, sep, body = gen.source.partition(f"\ndef {_codegen.FUNCTION_NAME}(")
+    if not gen.cacheable or not sep:
+        return call
+    params_text, _, body = body.partition("):\n")
+    params = [p.strip() for p in params_text.split(",")]
+    lines = body.rstrip("\n").split("\n")
+    if not all(line.startswith("    ") or not line for line in lines):
+        return call
+    lines = [line[4:] for line in lines]
+    returns = [k for k, line in enumerate(lines) if re.match(r"\s*return\b", line)]
+    if returns != [len(lines) - 1] or not lines[-1].startswith("return ("):
+        return call
+    values = [a.strip() for a in args.split(",")]
+    if len(values) != len(params):
+        return call
+    prologue = [f"{p} = {v}" for p, v in zip(params, values, strict=True)]
+    lines[-1] = f"{target} = {lines[-1][len('return ') :]}"
+    binding = (
+        f"globals().update({{k: v for k, v in vars(sys.modules[{module!r}]).items() "
+        "if not k.startswith('__') and k not in globals()})"
+    )
+    return binding, [*prologue, *lines]
+
+
+def _wrapper_source(module: str, slots: Sequence[_Slot], gen: Generated) -> str:
+    """Return the source of the wrapper module computing ``module``'s ``kiln_fn``."""
     lines, args, pos = _argument_lines(slots)
+    binding, graph = _graph_lines(gen, module, f"x{args}", "logp, grad")
     lines += [
-        f"logp, grad = kiln_fn(x{args})",
+        *graph,
         "if grad.shape[0] != grad_out.shape[0]:",
         "    raise ValueError('logp_grad: grad_out does not have the length of the gradient')",
         "for i in range(grad_out.shape[0]):",
@@ -222,7 +259,7 @@ def _wrapper_source(module: str, slots: Sequence[_Slot]) -> str:
         "return logp[()]",
     ]
     body = "\n".join("    " + line for line in lines)
-    header = _HEADER.format(module=module)
+    header = _HEADER.format(kiln_fn=binding)
     return (
         f"{header}\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
         f"def {_WRAPPER_NAME}(x, grad_out, user_data):\n"
@@ -231,12 +268,13 @@ def _wrapper_source(module: str, slots: Sequence[_Slot]) -> str:
     )
 
 
-def _expand_source(module: str, slots: Sequence[_Slot], n_outputs: int) -> str:
-    """Return the source of the expand wrapper module calling ``module``'s ``kiln_fn``."""
+def _expand_source(module: str, slots: Sequence[_Slot], n_outputs: int, gen: Generated) -> str:
+    """Return the source of the expand wrapper module computing ``module``'s ``kiln_fn``."""
     lines, args, pos = _argument_lines(slots)
+    binding, graph = _graph_lines(gen, module, f"x{args}", "outs")
     outs = [f"outs[{k}]" for k in range(n_outputs)]
     lines += [
-        f"outs = kiln_fn(x{args})",
+        *graph,
         f"if {' + '.join(o + '.size' for o in outs)} != out.shape[0]:",
         "    return -1",
         "k = 0",
@@ -245,7 +283,7 @@ def _expand_source(module: str, slots: Sequence[_Slot], n_outputs: int) -> str:
         lines += [f"for v in {o}.flat:", "    out[k] = v", "    k += 1"]
     lines.append("return 0")
     body = "\n".join("    " + line for line in lines)
-    header = _HEADER.format(module=module)
+    header = _HEADER.format(kiln_fn=binding)
     return (
         f"{header}\n\n@njit(cache=True, nogil=True, error_model='numpy')\n"
         f"def {_EXPAND_NAME}(x, out, user_data):\n"
@@ -507,7 +545,7 @@ def native_logp_grad(function: Any) -> NativeLogpGrad:
     # The generated module, loaded in this process (loaded again if it was forgotten).
     _, info = _linker.load_function(function.fgraph, gen)
     key = info["key"]
-    source = _wrapper_source(_linker.module_name(key), slots)
+    source = _wrapper_source(_linker.module_name(key), slots, gen)
     fn, stage2 = _load_wrapper(key, source, gen)
     if not fn.overloads:
         _compile(fn, stage2)
@@ -552,7 +590,7 @@ def native_expand(function: Any) -> NativeExpand:
     slots = _slots(function)
     _, info = _linker.load_function(function.fgraph, gen)
     key = info["key"]
-    source = _expand_source(_linker.module_name(key), slots, function.fgraph.n_outputs)
+    source = _expand_source(_linker.module_name(key), slots, function.fgraph.n_outputs, gen)
     fn, stage2 = _load_wrapper(key, source, gen, _EXPAND_NAME)
     if not fn.overloads:
         _compile(fn, stage2, EXPAND_NUMBA_SIGNATURE)
