@@ -109,12 +109,32 @@ def _find_step_size(fn: Callable[..., float], user_data: Any, state: ChainState)
     return eps
 
 
-def init_chain(model: CompiledModel, seed: Any, max_tries: int = 20) -> ChainState:
+def _logp_grad(
+    model: CompiledModel, native: NativeLogpGrad | None, q: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """Return the log-density and its gradient at ``q``, natively when ``native`` is given.
+
+    The native function is the one the kernel calls: the model's Python-level function
+    is then not compiled at all. A point where it raises is evaluated again in Python,
+    which raises the model's own error.
+    """
+    if native is not None:
+        grad = np.empty_like(q)
+        try:
+            return float(native.fn(q, grad, native.user_data)), grad
+        except Exception:  # noqa: BLE001 (the Python call below names the error)
+            pass
+    return model.logp_dlogp(q)
+
+
+def init_chain(
+    model: CompiledModel, seed: Any, max_tries: int = 20, native: NativeLogpGrad | None = None
+) -> ChainState:
     """Return a chain's initial state: a jittered start with a finite log-density."""
     rng = np.random.default_rng(seed)
     for _ in range(max_tries):
         q = np.ascontiguousarray(model.initial_point(rng.integers(2**63)), dtype="float64")
-        logp, grad = model.logp_dlogp(q)
+        logp, grad = _logp_grad(model, native, q)
         if math.isfinite(logp) and np.all(np.isfinite(grad)):
             break
     else:

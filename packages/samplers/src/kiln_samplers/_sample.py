@@ -79,7 +79,7 @@ def sample_nuts(
     start = time.perf_counter()
 
     def one(chain: int) -> ChainResult:
-        state = init_chain(model, seeds[chain])
+        state = init_chain(model, seeds[chain], native=native)
         return run_chain(model, state, draws, tune, settings, native, progress.updater(chain), stop)
 
     results: list[ChainResult | None] = [None] * chains
