@@ -508,3 +508,37 @@ def test_bad_index_raises_like_the_vm(
 def test_error_functions_run_with_good_values(error_functions: tuple[Any, Any]) -> None:
     values = [random_x((3, 3)) if v is X else GOOD[v] for v in ERROR_INPUTS]
     compare(ERROR_INPUTS, ERROR_OUTPUTS, values)
+
+
+def _gather_function(as_output: bool = False) -> kiln.Function:
+    theta = kt.vector("theta")
+    idx = kt.vector("idx", dtype="int64")
+    y = kt.vector("y")
+    g = theta[idx]
+    out = kt.sum((y - g) ** 2 * kt.exp(g))
+    outs = [out, g] if as_output else [out]
+    return kiln.function([theta, idx, y], outs, mode=kiln.Mode(linker="numba"))
+
+
+def test_a_gather_read_by_elementwise_loops_is_not_written_out():
+    f = _gather_function()
+    assert "take_1d" not in f.thunk.source
+    theta = np.array([0.5, -1.0, 2.0])
+    idx = np.array([2, 0, -1, 1, 1], dtype=np.int64)  # negative indices wrap
+    y = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    (out,) = f(theta, idx, y)
+    g = theta[idx]
+    np.testing.assert_allclose(out, np.sum((y - g) ** 2 * np.exp(g)), rtol=1e-14)
+    with pytest.raises(IndexError, match="out of bounds"):
+        f(theta, np.array([0, 3, 1, 1, 1], dtype=np.int64), y)
+    with pytest.raises(IndexError, match="out of bounds"):
+        f(theta, np.array([0, -4, 1, 1, 1], dtype=np.int64), y)
+
+
+def test_a_gather_that_is_an_output_is_written_out():
+    f = _gather_function(as_output=True)
+    assert "take_1d" in f.thunk.source
+    theta = np.array([0.5, -1.0, 2.0])
+    idx = np.array([2, 0, 1], dtype=np.int64)
+    _, g = f(theta, idx, np.zeros(3))
+    np.testing.assert_array_equal(g, theta[idx])

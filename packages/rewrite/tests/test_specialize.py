@@ -15,7 +15,7 @@ import pytest
 import kiln_graph.tensor as kt
 from kiln_graph import Elemwise, toposort
 from kiln_graph._linalg import MatMul
-from kiln_graph._math import Mul, Neg, Pow, Reciprocal, Sqrt, Square
+from kiln_graph._math import Mul, Neg, Pow, Reciprocal, Sqrt, Square, TrueDivide
 from kiln_graph._reduce import CAReduce
 from kiln_graph.testing import evaluate
 from kiln_rewrite import Query, db, rewrite, scalar_constant
@@ -225,3 +225,33 @@ def test_every_rewrite_is_tagged_fast_run_and_states_its_identity():
     for r in rules:
         assert "fast_run" in r.tags or "numba" in r.tags, r.name
         assert "->" in r.identity, r.name
+
+
+# --- division by a broadcast scalar ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_division_by_a_broadcast_scalar_becomes_one_reciprocal(dtype: str):
+    x = kt.vector("x", dtype=dtype)
+    s = kt.scalar("s", dtype=dtype)
+    out = (x - 1) / s
+    [new] = rewrite([x, s], [out], SPECIALIZE)
+    kinds = _kinds([new])
+    assert Reciprocal in kinds and TrueDivide not in kinds
+    recip = next(
+        n
+        for n in toposort([new])
+        if isinstance(n.op, Elemwise) and type(n.op.scalar_op) is Reciprocal
+    )
+    assert recip.outputs[0].type.ndim == 0  # 1 / s on the scalar, before it is broadcast
+    values = [np.array([0.5, -2.0, 3.25], dtype=dtype), np.array(1.7, dtype=dtype)]
+    _check_values([x, s], out, new, values, rtol=1e-6 if dtype == "float32" else 1e-15)
+
+
+def test_division_by_a_constant_or_an_array_is_left_alone():
+    x = kt.vector("x")
+    y = kt.vector("y")
+    a, b = kt.scalar("a"), kt.scalar("b")
+    for out in (x / 10.0, x / y, a / b):
+        [new] = rewrite([x, y, a, b], [out], SPECIALIZE)
+        assert TrueDivide in _kinds([new]), out

@@ -146,6 +146,10 @@ class CodeContext:
     ``inputs`` and ``outputs`` are the names of the node's input and output arrays in
     the generated function (0-d arrays for scalars). Write statements with
     :meth:`emit`; assign every name in ``outputs``.
+
+    ``gathers`` maps an input position to the name of an index vector: that input of
+    an Elemwise node is ``inputs[i][index]``, a gather the code generator left to the
+    node's loop (only Elemwise implementations are given any).
     """
 
     def __init__(
@@ -155,12 +159,14 @@ class CodeContext:
         inputs: list[str],
         outputs: list[str],
         scope: FunctionScope | None = None,
+        gathers: dict[int, str] | None = None,
     ) -> None:
         self.module = module
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
         self.scope = scope if scope is not None else FunctionScope(_no_constants)
+        self.gathers = gathers or {}
 
     def emit(self, code: str) -> None:
         """Append statements (dedented; nested blocks keep their relative indentation)."""

@@ -60,9 +60,12 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
 
     scope = FunctionScope(constant_name)
     params = [f"p{k}" for k in range(len(ctx.inputs))]
+    gathered = sorted(ctx.gathers)
+    index_params = {i: f"p{len(params) + k}" for k, i in enumerate(gathered)}
     results = [f"r{k}" for k in range(len(ctx.outputs))]
     first = module._counter
-    write(CodeContext(module, ctx.node, params, results, scope))
+    write(CodeContext(module, ctx.node, params, results, scope, index_params))
+    params += [index_params[i] for i in gathered]
     last = module._counter
     if not scope.cacheable:
         ctx.scope.cacheable = False
@@ -96,7 +99,11 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
 
     name = module.helper(key, source)
     module.outlined_calls += 1
-    args = [*ctx.inputs, *(ctx.scope.constant_name(c) for c in extra)]
+    args = [
+        *ctx.inputs,
+        *(ctx.gathers[i] for i in gathered),
+        *(ctx.scope.constant_name(c) for c in extra),
+    ]
     targets = [o if d is None else ctx.fresh("x") for o, d in zip(ctx.outputs, zero_d, strict=True)]
     ctx.emit(f"({''.join(f'{t}, ' for t in targets)}) = {name}({', '.join(args)})")
     for out, target, dtype in zip(ctx.outputs, targets, zero_d, strict=True):

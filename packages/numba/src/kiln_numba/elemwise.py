@@ -32,7 +32,7 @@ def loop_shape(ctx: CodeContext, label: str) -> list[str]:
         # unknown length is checked against it at run time.
         ref = next((i for i in sources if ctx.input_type(i).shape[d] is not None), sources[0])
         size = ctx.fresh("n")
-        ctx.emit(f"{size} = {ctx.inputs[ref]}.shape[{d}]")
+        ctx.emit(f"{size} = {_array(ctx, ref)}.shape[{d}]")
         for i in sources:
             if i == ref or (ctx.input_type(i).shape[d] is not None and static is not None):
                 continue
@@ -43,12 +43,32 @@ def loop_shape(ctx: CodeContext, label: str) -> list[str]:
             )
             ctx.emit(
                 f"""
-                if {ctx.inputs[i]}.shape[{d}] != {size}:
+                if {_array(ctx, i)}.shape[{d}] != {size}:
                     raise ShapeMismatchError({message!r})
                 """
             )
         sizes.append(size)
     return sizes
+
+
+def _array(ctx: CodeContext, i: int) -> str:
+    """Return the array whose shape input ``i`` has (its index vector when gathered)."""
+    return ctx.gathers.get(i, ctx.inputs[i])
+
+
+def _gathered_read(ctx: CodeContext, i: int, j: str, lines: list[str]) -> str:
+    """Append the checked read of gathered input ``i`` at loop position ``j``; return it."""
+    x, idx = ctx.inputs[i], ctx.gathers[i]
+    k = ctx.fresh("g")
+    message = f"{ctx.node.op}: input {i} gathers an index out of bounds of its vector"
+    lines += [
+        f"{k} = np.int64({idx}[{j}])",
+        f"if {k} < 0:",
+        f"    {k} += {x}.shape[0]",
+        f"if {k} < 0 or {k} >= {x}.shape[0]:",
+        f"    raise IndexError({message!r})",
+    ]
+    return f"{x}[{k}]"
 
 
 def index_expr(name: str, broadcastable: tuple[bool, ...], loop_vars: list[str]) -> str:
@@ -81,7 +101,7 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
     (out,) = ctx.outputs
     sizes = loop_shape(ctx, str(op))
     inplace = dict(op.inplace_pattern)
-    if 0 in inplace:
+    if 0 in inplace and inplace[0] not in ctx.gathers:  # a gathered input has no buffer
         ctx.emit(f"{out} = {ctx.inputs[inplace[0]]}")
     else:
         shape = "(" + "".join(f"{s}, " for s in sizes) + ")"
@@ -97,7 +117,11 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
                 args.append(lit)
                 continue
             name = ctx.fresh("a")
-            lines.append(f"{name} = {index_expr(ctx.inputs[i], v.type.broadcastable, loop_vars)}")  # type: ignore[attr-defined]
+            if i in ctx.gathers:
+                read = _gathered_read(ctx, i, loop_vars[0], lines)
+            else:
+                read = index_expr(ctx.inputs[i], v.type.broadcastable, loop_vars)  # type: ignore[attr-defined]
+            lines.append(f"{name} = {read}")
             args.append(name)
         target = index_expr(out, (False,) * out_t.ndim, loop_vars)
         if isinstance(op.scalar_op, Composite):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kiln_graph import Apply, DimShuffle, Elemwise, Variable
+from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Variable
 from kiln_graph import tensor as kt
-from kiln_graph._math import Mul, Neg, Pow
+from kiln_graph._math import Mul, Neg, Pow, TrueDivide
 from kiln_graph._reduce import CAReduce
 from kiln_graph._types import FLOAT_DTYPES
 from kiln_rewrite._db import register_local
@@ -105,6 +105,38 @@ def local_mul_minus_one(node: Apply) -> Variable | None:
     if inner is not None and isinstance(inner.op, Elemwise) and isinstance(inner.op.scalar_op, Neg):
         return inner.inputs[0]  # -(-y) -> y
     return kt.neg(prod)
+
+
+@register_local(
+    "specialize",
+    "fast_run",
+    identity="x / s -> x * (1 / s) for a float s broadcast over x: one division, then products",
+    tracks=[TrueDivide],
+)
+def local_div_by_broadcast_to_mul(node: Apply) -> Variable | None:
+    """Divide once: ``x / s``, ``s`` a scalar broadcast over ``x``, becomes ``x * (1 / s)``.
+
+    A division costs a compiled loop many times a product (which also vectorizes);
+    the result differs from the quotient by at most a unit in the last place or so.
+    A constant ``s`` is left alone (folding ``1 / 10`` would round it first).
+    """
+    x, s = node.inputs
+    out: Any = node.outputs[0]
+    if out.type.dtype not in FLOAT_DTYPES or isinstance(s, Constant):
+        return None
+    if not all(s.type.broadcastable) or all(x.type.broadcastable):  # type: ignore[attr-defined]
+        return None
+    if s.type.dtype != out.type.dtype or x.type.dtype != out.type.dtype:  # type: ignore[attr-defined]
+        return None
+    ds = s.owner
+    if ds is not None and isinstance(ds.op, DimShuffle) and ds.inputs[0].type.ndim == 0:  # type: ignore[attr-defined]
+        inv = kt.dimshuffle(kt.reciprocal(ds.inputs[0]), ds.op.new_order)  # 1 / s on the scalar
+    else:
+        inv = kt.reciprocal(s)
+    res = kt.mul(x, inv)
+    if res.type != out.type:
+        return None
+    return res
 
 
 # --- sum of products ---------------------------------------------------------------------------
