@@ -110,7 +110,7 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
 
     def body(loop_vars: list[str]) -> list[str]:
         args = []
-        lines = []
+        lines: list[str] = []
         for i, v in enumerate(node.inputs):
             lit = ctx.scalar_literal(i)
             if lit is not None:
