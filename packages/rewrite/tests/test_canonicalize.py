@@ -562,3 +562,39 @@ def test_logical_and_or_with_a_constant_or_twice_the_same_operand():
         new = _canon([x, y], out)
         assert not {AND, OR} & set(_kinds(new)), out
         np.testing.assert_array_equal(evaluate(new, values), evaluate(out, values))
+
+
+# --- sums of increments --------------------------------------------------------------------
+
+
+def test_the_gradient_of_several_slices_is_one_chain_of_increments():
+    import kiln_graph as kg
+
+    x = kt.vector("x", shape=(6,))
+    idx = kt.constant(np.array([4, 5, 4], dtype="int64"))
+    f = kt.sum(kt.exp(x[0])) + kt.sum(kt.square(x[1:3])) + kt.sum(kt.sin(x[idx])) * x[3]
+    (g,) = kg.grad(f, [x])
+    new = _canon([x], g)
+    incs = _nodes(new, kg.IncSubtensor) + _nodes(new, kg.AdvancedIncSubtensor1)
+    assert len(incs) >= 3
+    assert not _nodes(new, Add) or all(
+        not isinstance(i.owner.op, (kg.IncSubtensor, kg.AdvancedIncSubtensor1))
+        for n in _nodes(new, Add)
+        for i in n.inputs
+        if i.owner is not None
+    )
+    _same_values([x], g, new)
+
+
+def test_an_increment_with_another_client_or_a_set_is_not_moved():
+    import kiln_graph as kg
+
+    x = kt.vector("x", shape=(4,))
+    z = kt.vector("z", shape=(4,))
+    y = kt.scalar("y")
+    inc = kt.inc_subtensor(x[1], y)
+    for out in ((inc + z) * kt.sum(inc), kt.set_subtensor(x[1], y) + z):
+        new = _canon([x, z, y], out)
+        _same_values([x, z, y], out, new)
+        added = [i for n in _nodes(new, Add) for i in n.inputs if i.owner is not None]
+        assert any(isinstance(i.owner.op, kg.IncSubtensor) for i in added)

@@ -3,8 +3,9 @@
 Constant folding is here; the other rewrites are grouped by family in
 :mod:`kiln_rewrite._canonicalize_algebra` (elementwise algebra: useless arithmetic,
 n-ary chains, like terms and powers, exp/log) and :mod:`kiln_rewrite._canonicalize_shape`
-(DimShuffle, Reshape, Alloc, shape reads, shape vectors, reductions), re-exported as
-``algebra`` and ``shape``. Every rewrite is tagged ``fast_run``; the cheap ones
+(DimShuffle, Reshape, Alloc, shape reads, shape vectors, reductions) and
+:mod:`kiln_rewrite._canonicalize_subtensor` (sums of increments as chains), re-exported
+as ``algebra``, ``shape`` and ``subtensor``. Every rewrite is tagged ``fast_run``; the cheap ones
 (folding, useless ops, DimShuffle merging, shape simplification) also ``fast_compile``.
 ``kiln_rewrite.pipeline()`` lists them with the identity each applies.
 """
@@ -55,5 +56,6 @@ def constant_folding(node: Apply) -> list[Variable] | None:
 # (after constant folding, so it is listed first); import them by name from here.
 from kiln_rewrite import _canonicalize_algebra as algebra  # noqa: E402
 from kiln_rewrite import _canonicalize_shape as shape  # noqa: E402
+from kiln_rewrite import _canonicalize_subtensor as subtensor  # noqa: E402
 
-__all__ = ["algebra", "constant_folding", "shape"]
+__all__ = ["algebra", "constant_folding", "shape", "subtensor"]
