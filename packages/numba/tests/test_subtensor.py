@@ -542,3 +542,15 @@ def test_a_gather_that_is_an_output_is_written_out():
     idx = np.array([2, 0, 1], dtype=np.int64)
     _, g = f(theta, idx, np.zeros(3))
     np.testing.assert_array_equal(g, theta[idx])
+
+
+def test_constant_indices_into_static_lengths_need_no_run_time_checks():
+    x = kt.vector("x", shape=(5,))
+    y = kt.scalar("y")
+    out = x[2] + x[-1] + kt.sum(x[1:4:2]) + kt.sum(kt.inc_subtensor(x[-2::-1], y))
+    f = kiln.function([x, y], out, mode=kiln.Mode(linker="numba"))
+    assert "check_index" not in f.thunk.source and "slice_span" not in f.thunk.source
+    xv = np.array([0.5, -1.0, 2.0, 4.0, 8.0])
+    ref = xv.copy()
+    ref[-2::-1] += 3.0
+    np.testing.assert_allclose(f(xv, 3.0), xv[2] + xv[-1] + xv[1:4:2].sum() + ref.sum())

@@ -137,11 +137,9 @@ def _region(ctx: CodeContext, idx_list: tuple, first: int, label: str) -> tuple[
             continue
         n = f"{x}.shape[{d}]"
         if isinstance(e, tuple):
-            source[d] = _slice(ctx, g, n, label)
+            source[d] = _slice(ctx, g, n, label, ctx.input_type(0).shape[d])
         elif e == INT or ctx.input_type(g).ndim == 0:
-            k = ctx.fresh("k")
-            ctx.emit(f"{k} = {_rt(ctx, 'check_index')}({_scalar(ctx, g)}, {n}, {d}, {label!r})")
-            source[d] = ("int", k)
+            source[d] = ("int", _int_index(ctx, g, d, label))
         else:
             _check_indices(ctx, g, n, d, label)
             source[d] = ("array", str(len(arrays)))
@@ -200,8 +198,36 @@ def _position(first: str, var: str, step: str) -> str:
     return f"{first} + {var} * {step}"
 
 
-def _slice(ctx: CodeContext, parts: tuple, n: str, label: str) -> tuple[str, ...]:
-    """Emit a slice's first position and length; return ("slice", first, length, step)."""
+def _int_index(ctx: CodeContext, g: int, d: int, label: str) -> str:
+    """Return integer index input ``g`` along dimension ``d`` of ``x``, checked, >= 0.
+
+    A constant index into a dimension of static length is checked here, once, and
+    written as a literal; any other is checked at run time (``check_index``).
+    """
+    k, n = ctx.static_int(g), ctx.input_type(0).shape[d]
+    if k is not None and n is not None and -n <= k < n:
+        return str(k % n)
+    name = ctx.fresh("k")
+    x = ctx.inputs[0]
+    ctx.emit(
+        f"{name} = {_rt(ctx, 'check_index')}({_scalar(ctx, g)}, {x}.shape[{d}], {d}, {label!r})"
+    )
+    return name
+
+
+def _slice(
+    ctx: CodeContext, parts: tuple, n: str, label: str, static_n: int | None = None
+) -> tuple[str, ...]:
+    """Emit a slice's first position and length; return ("slice", first, length, step).
+
+    A slice of constants over a dimension of static length ``static_n`` is resolved
+    here (as Python's ``slice.indices``), with no run-time code.
+    """
+    values = [None if p is None else ctx.static_int(p) for p in parts]
+    static = all(v is not None or p is None for v, p in zip(values, parts, strict=True))
+    if static and static_n is not None and values[2] != 0:
+        span = range(*slice(*values).indices(static_n))
+        return ("slice", str(span.start), str(len(span)), str(span.step))
     start, stop, step = (None if p is None else _scalar(ctx, p) for p in parts)
     if step is None:
         step = "1"
@@ -291,10 +317,7 @@ def numba_funcify_Subtensor(op: Subtensor, node: Apply, ctx: CodeContext) -> Non
             items.append("None")
             continue
         if e == INT:
-            k = ctx.fresh("k")
-            n = f"{x}.shape[{d}]"
-            ctx.emit(f"{k} = {_rt(ctx, 'check_index')}({_scalar(ctx, g)}, {n}, {d}, {label!r})")
-            items.append(k)
+            items.append(_int_index(ctx, g, d, label))
         else:
             start, stop, step = ("" if p is None else _scalar(ctx, p) for p in g)
             if g[2] is not None and ctx.static_int(g[2]) is None:
