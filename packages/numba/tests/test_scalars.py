@@ -75,3 +75,15 @@ def test_a_small_graph_has_its_loops_inlined_and_a_large_one_does_not():
     for f, n in ((small, 2), (large, MAX_INLINED_LOOPS + 1)):
         out = f(x)
         np.testing.assert_allclose(out, [np.exp(x * (k + 1)).sum() for k in range(n)], rtol=1e-14)
+
+
+def test_loops_read_broadcast_scalars_without_one_element_arrays():
+    x = kt.vector("x")
+    s = kt.scalar("s")
+    out = [kt.exp(x) * s + kt.square(s), kt.sum(x / (s + 1.0))]
+    f = kiln.function([x, s], out, mode=kiln.Mode(linker="numba"))
+    assert "np.empty((1, )" not in f.thunk.source
+    xv = np.array([0.1, -0.2, 0.3])
+    got = f(xv, 1.5)
+    np.testing.assert_allclose(got[0], np.exp(xv) * 1.5 + 2.25, rtol=1e-15)
+    np.testing.assert_allclose(got[1], np.sum(xv / 2.5), rtol=1e-15)

@@ -148,8 +148,10 @@ class CodeContext:
     :meth:`emit`; assign every name in ``outputs``.
 
     ``gathers`` maps an input position to the name of an index vector: that input of
-    an Elemwise node is ``inputs[i][index]``, a gather the code generator left to the
-    node's loop (only Elemwise implementations are given any).
+    an Elemwise or FusedReduce node is ``inputs[i][index]``, a gather the code
+    generator left to the node's loop. ``scalars`` holds the positions of inputs that
+    are plain scalar values: broadcast 0-d values whose DimShuffle was not written out.
+    Only Elemwise and FusedReduce implementations are given either.
     """
 
     def __init__(
@@ -160,6 +162,7 @@ class CodeContext:
         outputs: list[str],
         scope: FunctionScope | None = None,
         gathers: dict[int, str] | None = None,
+        scalars: frozenset[int] = frozenset(),
     ) -> None:
         self.module = module
         self.node = node
@@ -167,6 +170,7 @@ class CodeContext:
         self.outputs = outputs
         self.scope = scope if scope is not None else FunctionScope(_no_constants)
         self.gathers = gathers or {}
+        self.scalars = scalars
 
     def emit(self, code: str) -> None:
         """Append statements (dedented; nested blocks keep their relative indentation)."""

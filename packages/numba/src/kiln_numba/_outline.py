@@ -64,7 +64,7 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
     index_params = {i: f"p{len(params) + k}" for k, i in enumerate(gathered)}
     results = [f"r{k}" for k in range(len(ctx.outputs))]
     first = module._counter
-    write(CodeContext(module, ctx.node, params, results, scope, index_params))
+    write(CodeContext(module, ctx.node, params, results, scope, index_params, ctx.scalars))
     params += [index_params[i] for i in gathered]
     last = module._counter
     if not scope.cacheable:

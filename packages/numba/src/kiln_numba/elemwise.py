@@ -71,6 +71,32 @@ def _gathered_read(ctx: CodeContext, i: int, j: str, lines: list[str]) -> str:
     return f"{x}[{k}]"
 
 
+def read_inputs(ctx: CodeContext, loop_vars: list[str]) -> tuple[list[str], list[str]]:
+    """Return the statements reading every input at the loop position, and their values.
+
+    Values are names or literals: one-element constants are inlined, scalar inputs
+    (``ctx.scalars``) used as they are, gathered ones read through their index vector.
+    """
+    args: list[str] = []
+    lines: list[str] = []
+    for i, v in enumerate(ctx.node.inputs):
+        lit = ctx.scalar_literal(i)
+        if lit is not None:
+            args.append(lit)
+            continue
+        if i in ctx.scalars:
+            args.append(ctx.inputs[i])
+            continue
+        name = ctx.fresh("a")
+        if i in ctx.gathers:
+            read = _gathered_read(ctx, i, loop_vars[0], lines)
+        else:
+            read = index_expr(ctx.inputs[i], v.type.broadcastable, loop_vars)  # type: ignore[attr-defined]
+        lines.append(f"{name} = {read}")
+        args.append(name)
+    return lines, args
+
+
 def index_expr(name: str, broadcastable: tuple[bool, ...], loop_vars: list[str]) -> str:
     """Return ``name`` indexed at the loop position (index 0 along broadcast dimensions)."""
     if not broadcastable:
@@ -101,7 +127,7 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
     (out,) = ctx.outputs
     sizes = loop_shape(ctx, str(op))
     inplace = dict(op.inplace_pattern)
-    if 0 in inplace and inplace[0] not in ctx.gathers:  # a gathered input has no buffer
+    if 0 in inplace and inplace[0] not in (*ctx.gathers, *ctx.scalars):  # those have no buffer
         ctx.emit(f"{out} = {ctx.inputs[inplace[0]]}")
     else:
         shape = "(" + "".join(f"{s}, " for s in sizes) + ")"
@@ -109,20 +135,7 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
     in_dtypes = [ctx.input_type(i).dtype for i in range(len(node.inputs))]
 
     def body(loop_vars: list[str]) -> list[str]:
-        args = []
-        lines: list[str] = []
-        for i, v in enumerate(node.inputs):
-            lit = ctx.scalar_literal(i)
-            if lit is not None:
-                args.append(lit)
-                continue
-            name = ctx.fresh("a")
-            if i in ctx.gathers:
-                read = _gathered_read(ctx, i, loop_vars[0], lines)
-            else:
-                read = index_expr(ctx.inputs[i], v.type.broadcastable, loop_vars)  # type: ignore[attr-defined]
-            lines.append(f"{name} = {read}")
-            args.append(name)
+        lines, args = read_inputs(ctx, loop_vars)
         target = index_expr(out, (False,) * out_t.ndim, loop_vars)
         if isinstance(op.scalar_op, Composite):
             steps, results = composite_statements(op.scalar_op, args, in_dtypes, ctx.fresh)

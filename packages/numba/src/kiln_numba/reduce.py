@@ -20,7 +20,7 @@ from kiln_graph._fused_reduce import FusedReduce
 from kiln_graph._reduce import Argmax, CAReduce, CumSum
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, literal, np_dtype, numba_funcify
 from kiln_numba._outline import outline_loops
-from kiln_numba.elemwise import index_expr, loop_shape
+from kiln_numba.elemwise import index_expr, loop_shape, read_inputs
 from kiln_numba.scalar import cast_expr, composite_statements, scalar_expr
 
 #: ``value_lines(loop_vars) -> (statements, name)``: the element at the loop position.
@@ -176,15 +176,7 @@ def numba_funcify_FusedReduce(op: FusedReduce, node: Apply, ctx: CodeContext) ->
     sizes = loop_shape(ctx, str(op))
 
     def value(loop_vars: list[str]) -> tuple[list[str], str]:
-        args, lines = [], []
-        for i, v in enumerate(node.inputs):
-            lit = ctx.scalar_literal(i)
-            if lit is not None:
-                args.append(lit)
-                continue
-            name = ctx.fresh("a")
-            lines.append(f"{name} = {index_expr(ctx.inputs[i], v.type.broadcastable, loop_vars)}")  # type: ignore[attr-defined]
-            args.append(name)
+        lines, args = read_inputs(ctx, loop_vars)
         if isinstance(op.scalar_op, Composite):
             steps, results = composite_statements(op.scalar_op, args, in_dtypes, ctx.fresh)
             return lines + steps, results[0]
