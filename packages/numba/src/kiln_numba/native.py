@@ -222,7 +222,7 @@ def _graph_lines(gen: Generated, module: str, args: str, target: str) -> tuple[s
     own first and again inside the wrapper. Otherwise the lines call ``kiln_fn``.
     """
     call = (f"kiln_fn = sys.modules[{module!r}].kiln_fn", [f"{target} = kiln_fn({args})"])
-    head, sep, body = gen.source.partition(f"\ndef {_codegen.FUNCTION_NAME}(")
+    _, sep, body = gen.source.partition(f"\ndef {_codegen.FUNCTION_NAME}(")
     if not gen.cacheable or not sep:
         return call
     params_text, _, body = body.partition("):\n")
