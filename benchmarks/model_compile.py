@@ -7,8 +7,9 @@ process, building the ``kl.Model`` (``build_s``), ``model.logp_dlogp_function()`
 (``first_call_s``: where Numba compiles or loads its cache); ``total_s`` is all three
 plus ``backend_import_s``, the import of the Numba backend that a process pays at its
 first compile (other imports excluded). The warm ratio is also given without it. The
-warm process also reports ``per_call_s`` (median) of
-``logp_dlogp`` on a fixed point.
+warm process also reports ``per_call_s`` (median) of ``logp_dlogp`` on a fixed point
+and ``native_per_call_s``, of the native ``logp_grad`` that kiln's NUTS and nutpie call
+(``kiln_numba.native_logp_grad``).
 
 PyMC 6.4 on this kind of machine (issue #6), cold / warm seconds: M1 4.4 / 1.0,
 M2 6.7 / 1.4, M3 10.7 / 2.4, M4 27.6 / 11.5; ``nox -s peer`` measures PyMC's side in
@@ -54,6 +55,15 @@ def _child(name: str, calls: bool) -> dict:
     }
     if calls:
         out["per_call_s"] = stage2.time_calls(lambda: compiled.logp_dlogp(x))["median_s"]
+        if compiled.function.linker == "numba":  # what kiln's NUTS and nutpie call
+            from kiln_numba import native_logp_grad
+
+            native = native_logp_grad(compiled.function)
+            q = np.ascontiguousarray(x, dtype=np.float64)
+            grad = np.empty_like(q)
+            out["native_per_call_s"] = stage2.time_calls(
+                lambda: native.fn(q, grad, native.user_data)
+            )["median_s"]
     return out
 
 
@@ -94,7 +104,7 @@ def format_table(results: dict) -> str:
             f"{res['ratio_warm_over_pymc_quoted']:.3f}x (importing Numba "
             f"{w['backend_import_s']:.3f} of it; without: "
             f"{res['ratio_warm_without_backend_import_over_pymc_quoted']:.3f}x); per call "
-            f"{w['per_call_s'] * 1e6:.1f} us"
+            f"{w['per_call_s'] * 1e6:.1f} us (native {w.get('native_per_call_s', 0) * 1e6:.2f})"
         )
     return "\n".join(lines)
 

@@ -146,6 +146,12 @@ def run_kiln(run: EngineRun) -> EngineResult:
         from kiln_numba import native_logp_grad
 
         native = native_logp_grad(compiled.function)
+        # The draws' expand function (deterministics) is compiled now rather than after
+        # sampling: on a cold start this overlaps the kernel's background compile.
+        try:
+            compiled.expand(compiled.initial_point(seed=0))
+        except Exception:  # noqa: BLE001 (a bad start point: the draws are evaluated later)
+            pass
     compile_time = time.perf_counter() - start
     trace = kiln_samplers.sample_nuts(
         compiled,
