@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from numba.core import sigutils
 
 import kiln
 import kiln.tensor as kt
-from kiln_compile import _cache as compile_cache
 from kiln_compile import config
 from kiln_graph import Apply, KilnTypeError, Op
 from kiln_numba import native_logp_grad
@@ -60,15 +59,6 @@ def call_many(fn, user_data, x, n):  # pragma: no cover (compiled)
 def _no_memo():
     with config.change(memo=False):
         yield
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path) -> Iterator[Path]:
-    with config.change(cache_dir=str(tmp_path)):
-        yield tmp_path
-    for name in [n for n in sys.modules if n.startswith(("kiln_numba_gen_", "kiln_numba_native_"))]:
-        del sys.modules[name]
-    compile_cache._unwritable.clear()
 
 
 class PerformOnly(Op):

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,6 @@ from numba import cfunc, types
 
 import kiln
 import kiln.tensor as kt
-from kiln_compile import _cache as compile_cache
 from kiln_compile import config
 from kiln_graph import KilnTypeError
 from kiln_numba import native_c_pointers
@@ -38,16 +36,6 @@ _P = ctypes.POINTER(ctypes.c_double)
 def _no_memo():
     with config.change(memo=False):
         yield
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path) -> Iterator[Path]:
-    with config.change(cache_dir=str(tmp_path)):
-        yield tmp_path
-    prefixes = ("kiln_numba_gen_", "kiln_numba_native_")
-    for name in [n for n in sys.modules if n.startswith(prefixes)]:
-        del sys.modules[name]
-    compile_cache._unwritable.clear()
 
 
 def call_logp(

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,6 @@ import pytest
 import kiln
 import kiln.tensor as kt
 from kiln_compile import CacheWarning, config
-from kiln_compile import _cache as compile_cache
 from kiln_numba import _cache as numba_cache
 
 
@@ -117,15 +115,6 @@ def _forget_loaded() -> None:
     """Forget the generated modules this process loaded (as if it were a new process)."""
     for name in [n for n in sys.modules if n.startswith("kiln_numba_gen_")]:
         del sys.modules[name]
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path) -> Iterator[Path]:
-    """Point the caches at a new folder; forget modules and unwritable roots after."""
-    with config.change(cache_dir=str(tmp_path)):
-        yield tmp_path
-    _forget_loaded()
-    compile_cache._unwritable.clear()
 
 
 def _compile_and_call(xv: np.ndarray | None = None) -> tuple[kiln.Function, np.ndarray]:
