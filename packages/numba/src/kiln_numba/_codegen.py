@@ -74,6 +74,10 @@ class Generated:
     python_globals: dict[str, Any]
     cacheable: bool
     errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: ``kiln_fn``'s parameters and the statements of its body (unindented, ending
+    #: with its one ``return``), for wrappers that write the graph's code out.
+    params: list[str] = dataclasses.field(default_factory=list)
+    body: list[str] = dataclasses.field(default_factory=list)
 
     def error(self, code: int, namespace: dict[str, Any]) -> Exception:
         """Return the error ``kiln_raise(code)`` stands for (its class from ``namespace``)."""
@@ -114,6 +118,8 @@ def generate(fgraph: FunctionGraph) -> Generated:
         module.python_globals,
         module.cacheable,
         module.errors,
+        [*in_names, *constants.values()],
+        list(scope.lines),
     )
 
 

@@ -63,7 +63,7 @@ from numba.extending import intrinsic
 from numba.np.numpy_support import carray
 
 from kiln_graph import KilnTypeError, TensorType
-from kiln_numba import _codegen, _linker
+from kiln_numba import _linker
 from kiln_numba._codegen import Generated
 from kiln_numba._runtime import KilnRuntimeError
 
@@ -222,22 +222,17 @@ def _graph_lines(gen: Generated, module: str, args: str, target: str) -> tuple[s
     own first and again inside the wrapper. Otherwise the lines call ``kiln_fn``.
     """
     call = (f"kiln_fn = sys.modules[{module!r}].kiln_fn", [f"{target} = kiln_fn({args})"])
-    _, sep, body = gen.source.partition(f"\ndef {_codegen.FUNCTION_NAME}(")
-    if not gen.cacheable or not sep:
-        return call
-    params_text, _, body = body.partition("):\n")
-    params = [p.strip() for p in params_text.split(",")]
-    lines = body.rstrip("\n").split("\n")
-    if not all(line.startswith("    ") or not line for line in lines):
-        return call
-    lines = [line[4:] for line in lines]
+    lines = list(gen.body)
     returns = [k for k, line in enumerate(lines) if re.match(r"\s*return\b", line)]
-    if returns != [len(lines) - 1] or not lines[-1].startswith("return ("):
-        return call
     values = [a.strip() for a in args.split(",")]
-    if len(values) != len(params):
+    if (
+        not gen.cacheable  # object-mode blocks stay in their own function
+        or returns != [len(lines) - 1]
+        or not lines[-1].startswith("return (")
+        or len(values) != len(gen.params)
+    ):
         return call
-    prologue = [f"{p} = {v}" for p, v in zip(params, values, strict=True)]
+    prologue = [f"{p} = {v}" for p, v in zip(gen.params, values, strict=True)]
     lines[-1] = f"{target} = {lines[-1][len('return ') :]}"
     binding = (
         f"globals().update({{k: v for k, v in vars(sys.modules[{module!r}]).items() "
