@@ -17,12 +17,14 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 import types as pytypes
 from typing import Any
 
 import numba
 from numba import njit, types
-from numba.core import sigutils
+from numba.core import caching, sigutils
+from numba.core.runtime import rtsys
 
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._protocol import LOGP_GRAD_SIGNATURE
@@ -59,13 +61,33 @@ _HELPERS = (
 _namespace: dict[str, Any] = dict(vars(core))
 
 
+class _LoadOnlyCache(caching.FunctionCache):
+    """Numba's on-disk cache, except that loading machine code skips the registry refresh.
+
+    Numba's ``load_overload`` first refreshes its typing and target registries (it
+    imports and installs every NumPy and CPython implementation it has, about 0.2 s once
+    per process), although code loaded from the cache is never typed or lowered again:
+    it needs only the runtime (NRT). A cache miss compiles, and refreshes then. (The
+    same holds for kiln_numba's cache of generated modules.)
+    """
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+
 def _compiled(name: str, signature: Any = None) -> Any:
     fn = getattr(core, name)
     copy = pytypes.FunctionType(fn.__code__, _namespace, name, fn.__defaults__)
     copy.__qualname__ = fn.__qualname__
-    if signature is None:
-        return njit(cache=True, nogil=True, error_model="numpy")(copy)
-    return njit(signature, cache=True, nogil=True, error_model="numpy")(copy)
+    dispatcher = njit(nogil=True, error_model="numpy")(copy)
+    dispatcher.enable_caching()
+    dispatcher._cache = _LoadOnlyCache(dispatcher.py_func)  # type: ignore[attr-defined]
+    if signature is not None:  # compiled (or loaded) now, and for that signature only
+        dispatcher.compile(signature)
+        dispatcher.disable_compile()
+    return dispatcher
 
 
 #: The background compile started by :func:`prefetch` (None when none was needed).
@@ -90,7 +112,7 @@ def prefetch() -> None:
     compiled in this process when :func:`compiled_sample_chunk` is first called.
     """
     global _prefetching
-    if _prefetching is not None or compiled_sample_chunk.cache_info().currsize or _kernel_cached():
+    if _prefetching is not None or _load_sample_chunk.cache_info().currsize or _kernel_cached():
         return
     env = dict(os.environ)
     cache_dir = getattr(numba.config, "CACHE_DIR", "")
@@ -122,12 +144,21 @@ def _wait_for_prefetch() -> None:
     _prefetching = None
 
 
-@functools.cache
+_loading = threading.Lock()
+
+
 def compiled_sample_chunk() -> Any:
     """Return the compiled :func:`kiln_samplers._nuts_core.sample_chunk` (loaded or built once).
 
     Waits for a background compile started by :func:`prefetch`, then loads its result.
+    Chains that start together (threads) load it once: the others wait for the first.
     """
+    with _loading:
+        return _load_sample_chunk()
+
+
+@functools.cache
+def _load_sample_chunk() -> Any:
     _wait_for_prefetch()
     for name in _HELPERS:
         _namespace[name] = _compiled(name)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln_samplers._diagnostics import rhat_ess
 from kiln_samplers._sample import Trace
 
 
@@ -48,7 +49,11 @@ def to_datatree(
 
 
 def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict[str, Any]:
-    """Warn, as PyMC does, about divergences, R-hat > 1.01, low bulk ESS, full trees."""
+    """Warn, as PyMC does, about divergences, R-hat > 1.01, low bulk ESS, full trees.
+
+    R-hat and ESS are ArviZ's rank-normalized split R-hat and bulk ESS, computed for all
+    elements at once (:mod:`kiln_samplers._diagnostics`).
+    """
     stats = idata["sample_stats"]
     # Gradient-free steps have no divergences nor trees (their stats differ from NUTS's).
     n_div = int(stats["diverging"].sum()) if "diverging" in stats else 0
@@ -69,14 +74,11 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
     if chains > 1 and draws >= 4:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # Imported here: arviz_stats (xarray-einstats, scipy.stats) is half of the time
-            # `import kiln` would take.
-            import arviz_stats
-
-            rhat = arviz_stats.rhat(idata["posterior"])
-            ess = arviz_stats.ess(idata["posterior"])
-        max_rhat = max(float(np.nanmax(v.values)) for v in rhat.data_vars.values())
-        min_ess = min(float(np.nanmin(v.values)) for v in ess.data_vars.values())
+            both = [rhat_ess(v.values) for v in idata["posterior"].data_vars.values()]
+        max_rhat = max((float(np.nanmax(r, initial=-np.inf)) for r, _ in both), default=np.nan)
+        min_ess = min((float(np.nanmin(e, initial=np.inf)) for _, e in both), default=np.nan)
+        max_rhat = max_rhat if np.isfinite(max_rhat) else float("nan")  # no finite R-hat
+        min_ess = min_ess if np.isfinite(min_ess) else float("nan")
         report.update(max_rhat=max_rhat, min_ess_bulk=min_ess)
         if max_rhat > 1.01:
             messages.append(
