@@ -140,6 +140,8 @@ FIRES = [
     Case("x ** 0", _build(lambda x: x**0, X), _lacks(Pow), "special"),
     Case("--x", _build(lambda x: kt.neg(-x), X), _is_input(), "special"),
     Case("--x int", _build(lambda x: kt.neg(-x), XI), _is_input()),
+    Case("-(x * -y)", _build(lambda x, y: kt.neg(x * -y), X, Y), _lacks(Neg)),
+    Case("-(-x * y * z) int", _build(lambda x, y, z: kt.neg(-x * y * z), XI, YI, XI), _lacks(Neg)),
     Case("x32 + 0 (float64 0)", _build(lambda x: x + kt.constant(0.0), X32), _has(Cast)),
     Case("matrix * ones row", _build(lambda m: m * kt.ones((1, 3)), _x((None, 3))), _is_input()),
     Case("x * alloc(1, n)", _build(lambda x: x * kt.ones(kt.shape_i(x, 0)), X), _is_input()),

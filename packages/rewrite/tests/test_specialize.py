@@ -15,7 +15,20 @@ import pytest
 import kiln_graph.tensor as kt
 from kiln_graph import Elemwise, toposort
 from kiln_graph._linalg import MatMul
-from kiln_graph._math import Mul, Neg, Pow, Reciprocal, Sqrt, Square, TrueDivide
+from kiln_graph._math import (
+    Add,
+    Exp,
+    Mul,
+    Neg,
+    Pow,
+    Reciprocal,
+    Sigmoid,
+    Softplus,
+    Sqrt,
+    Square,
+    Sub,
+    TrueDivide,
+)
 from kiln_graph._reduce import CAReduce
 from kiln_graph.testing import evaluate
 from kiln_rewrite import Query, db, rewrite, scalar_constant
@@ -255,3 +268,65 @@ def test_division_by_a_constant_or_an_array_is_left_alone():
     for out in (x / 10.0, x / y, a / b):
         [new] = rewrite([x, y, a, b], [out], SPECIALIZE)
         assert TrueDivide in _kinds([new]), out
+
+
+@pytest.mark.parametrize(
+    ("name", "build"),
+    [
+        ("x + c", lambda x, c: x + c),
+        ("c + x + y", lambda x, c: c + x + 2.0 * x),
+        ("x - c", lambda x, c: x - c),
+        ("c - x", lambda x, c: c - x),
+        ("-0.5 * x**2 - c - k", lambda x, c: -0.5 * kt.square(x) - c - 0.9),
+    ],
+)
+def test_terms_broadcast_along_the_sum_leave_it_times_n(name: str, build: Callable):
+    x = kt.tensor("x", shape=(5, 3))
+    c = kt.tensor("c", shape=(1, 3))
+    out = kt.sum(build(x, c), axis=0)
+    [new] = rewrite([x, c], [out], SPECIALIZE)
+    for node in _sums([new]):  # what is left inside every sum varies along the summed axis
+        (arg,) = node.inputs
+        assert not any(arg.type.broadcastable[d] for d in node.op.axis), name
+    rng = np.random.default_rng(3)
+    _check_values([x, c], out, new, [rng.normal(size=(5, 3)), rng.normal(size=(1, 3))], 1e-13)
+
+
+def test_sum_over_an_axis_of_unknown_length_is_left_alone():
+    x, c = kt.vector("x"), kt.tensor("c", shape=(1,))
+    for out in (kt.sum(x - c), kt.sum(c - x), kt.sum(x + c)):
+        [new] = rewrite([x, c], [out], SPECIALIZE)
+        [node] = _sums([new])
+        assert type(node.inputs[0].owner.op.scalar_op) in (Add, Sub), out
+
+# --- softplus and sigmoid of one variable ------------------------------------------------------
+
+EDGES = [-800.0, -40.0, -1.0, -0.0, 0.0, 1e-300, 0.5, 2.0, 40.0, 800.0, np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_softplus_and_sigmoid_of_one_variable_share_one_exp(dtype: str):
+    from scipy import special
+
+    x, y = kt.vector("x", dtype=dtype), kt.vector("y", dtype=dtype)
+    outs = [kt.sum(y * x - kt.softplus(x)), kt.softplus(x), y - kt.sigmoid(x)]
+    new = rewrite([x, y], outs, SPECIALIZE)
+    kinds = _kinds(new)
+    assert kinds.count(Exp) == 1 and Softplus not in kinds and Sigmoid not in kinds
+    xs = np.array(EDGES, dtype=dtype)
+    ys = np.linspace(0.0, 1.0, xs.size).astype(dtype)
+    got = [evaluate(v, {x: xs, y: ys}) for v in new]
+    assert [g.dtype for g in got] == [np.dtype(dtype)] * 3
+    with np.errstate(invalid="ignore", over="ignore"):
+        softplus = np.logaddexp(np.zeros_like(xs), xs)
+        expected = [np.sum(ys * xs - softplus), softplus, ys - special.expit(xs)]
+    rtol = 1e-6 if dtype == "float32" else 1e-15
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=0)
+
+
+def test_softplus_or_sigmoid_alone_is_left_alone():
+    x, z = kt.vector("x"), kt.vector("z")
+    for outs in ([kt.softplus(x)], [kt.sigmoid(x)], [kt.softplus(x), kt.sigmoid(z)]):
+        new = rewrite([x, z], outs, SPECIALIZE)
+        assert Exp not in _kinds(new), outs

@@ -118,6 +118,25 @@ def local_neg_neg(node: Apply) -> Variable | None:
     return None
 
 
+@register_local("canonicalize", *_CHEAP, identity="-(x * -y) -> x * y", tracks=[Neg])
+def local_neg_of_negated_product(node: Apply) -> Variable | None:
+    """Cancel a negation against the one negated factor of a product (exact).
+
+    Gradients build ``-(-a * b)`` (the derivative of ``-a`` times an outer factor, negated
+    again by the chain rule); one product is what is left.
+    """
+    (p,) = node.inputs
+    if not scalar_op_is(p, Mul):
+        return None
+    factors = list(p.owner.inputs)  # type: ignore[union-attr]
+    negated = [k for k, f in enumerate(factors) if scalar_op_is(f, Neg)]
+    if len(negated) != 1:
+        return None
+    k = negated[0]
+    factors[k] = factors[k].owner.inputs[0]  # type: ignore[union-attr]
+    return fit_to(kt.mul(*factors), _out(node))
+
+
 @register_local(
     "canonicalize",
     *_CHEAP,

@@ -2,7 +2,8 @@
 
 Powers by small constants become square / sqrt / reciprocal / products, ``x * -1``
 becomes ``-x``, the sum of an elementwise product of two vectors becomes a dot product,
-and factors that are constant along the summed axes move out of a sum. Each rule keeps
+factors that are constant along the summed axes move out of a sum, and ``softplus(x)``
+next to ``sigmoid(x)`` (a log-likelihood and its gradient) share one ``exp``. Each rule keeps
 the original's dtype and broadcasting; the ones that change rounding (``x ** 3`` as
 ``square(x) * x``) stay within a few units in the last place.
 """
@@ -12,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Variable
+import numpy as np
+
+from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Variable, graph_replace, toposort
 from kiln_graph import tensor as kt
-from kiln_graph._math import Mul, Neg, Pow, TrueDivide
+from kiln_graph._math import Add, Mul, Neg, Pow, Sigmoid, Softplus, Sub, TrueDivide
 from kiln_graph._reduce import CAReduce
 from kiln_graph._types import FLOAT_DTYPES
-from kiln_rewrite._db import register_local
+from kiln_rewrite._db import register_global, register_local
 from kiln_rewrite._patterns import E, PVar, register_pattern, scalar_constant
 
 # --- x ** c for small constants c --------------------------------------------------------------
@@ -214,6 +217,113 @@ def local_sum_mul_broadcast_factor(node: Apply) -> Variable | None:
     if result.type.broadcastable != out.type.broadcastable or result.dtype != dtype:
         return None
     return result
+
+
+@register_local(
+    "specialize",
+    "fast_run",
+    identity="sum(x + c, axes) -> sum(x, axes) + n * c (also x - c, c - x) where c is "
+    "broadcast along axes and n is the number of summed elements",
+    tracks=[CAReduce],
+)
+def local_sum_broadcast_term(node: Apply) -> Variable | None:
+    """Take the terms that are constant along the summed axes out of a sum, times n.
+
+    A log-likelihood sums ``-0.5 * r**2 - log(sigma) - c`` over observations; what is
+    left inside is the sum of squares (a one-pass reduction other terms can share).
+    """
+    op = node.op
+    if not (isinstance(op, CAReduce) and op.kind == "sum"):
+        return None
+    (arg,) = node.inputs
+    inner = arg.owner
+    if inner is None or not isinstance(inner.op, Elemwise):
+        return None
+    scalar = inner.op.scalar_op
+    if not isinstance(scalar, Add | Sub):
+        return None
+    out: Any = node.outputs[0]
+    dtype = out.type.dtype
+    axes = op.axis
+    lengths = [arg.type.shape[d] for d in axes]  # type: ignore[attr-defined]
+    if dtype not in FLOAT_DTYPES or any(n is None for n in lengths) or arg.type.dtype != dtype:  # type: ignore[attr-defined]
+        return None
+    outside = [all(t.type.broadcastable[d] for d in axes) for t in inner.inputs]  # type: ignore[attr-defined]
+    if all(outside) or not any(outside):
+        return None
+    count = kt.constant(np.asarray(np.prod(lengths, dtype=np.int64), dtype=dtype))
+
+    def summed(terms: list[Variable]) -> Variable:
+        return kt.sum(terms[0] if len(terms) == 1 else kt.add(*terms), axis=axes)
+
+    def times_n(terms: list[Variable]) -> Variable:
+        dropped = [_drop_axes(t, axes) for t in terms]
+        return kt.mul(count, dropped[0] if len(dropped) == 1 else kt.add(*dropped))
+
+    terms = list(inner.inputs)
+    if isinstance(scalar, Add):
+        inside = [t for t, o in zip(terms, outside, strict=True) if not o]
+        rest = [t for t, o in zip(terms, outside, strict=True) if o]
+        result = kt.add(summed(inside), times_n(rest))
+    elif outside[1]:
+        result = kt.sub(summed([terms[0]]), times_n([terms[1]]))
+    else:
+        result = kt.sub(times_n([terms[0]]), summed([terms[1]]))
+    if result.type != out.type:
+        return None
+    return result
+
+
+# --- softplus and sigmoid of one variable ----------------------------------------------------
+
+
+def _softplus_and_sigmoid(x: Variable) -> tuple[Variable, Variable]:
+    """Return ``softplus(x)`` and ``sigmoid(x)`` written over one ``e = exp(-|x|)``.
+
+    The same formulas as the ops' own stable kernels: ``max(x, 0) + log1p(e)``, and
+    ``1 / (1 + e)`` for ``x >= 0``, ``e / (1 + e)`` below.
+    """
+    dtype = x.type.dtype  # type: ignore[attr-defined]
+    zero, one = kt.constant(np.asarray(0, dtype)), kt.constant(np.asarray(1, dtype))
+    e = kt.exp(kt.neg(kt.abs(x)))
+    softplus = kt.add(kt.maximum(x, zero), kt.log1p(e))
+    sigmoid = kt.true_divide(kt.switch(kt.ge(x, zero), one, e), kt.add(one, e))
+    return softplus, sigmoid
+
+
+@register_global(
+    "specialize",
+    "fast_run",
+    identity="softplus(x), sigmoid(x) -> max(x, 0) + log1p(e), switch(x >= 0, 1, e) / (1 + e) "
+    "with one e = exp(-|x|), where the graph has both",
+)
+def share_softplus_sigmoid_exp(inputs: list[Variable], outputs: list[Variable]) -> list[Variable]:
+    """Compute one exponential where a graph takes both softplus and sigmoid of a variable.
+
+    A Bernoulli-logit log-likelihood has ``softplus(eta)`` and its gradient
+    ``sigmoid(eta)``: each evaluates ``exp`` once per element, the most expensive part
+    of a logistic regression's evaluation. Values are unchanged (the same formulas).
+    """
+    by_input: dict[Variable, dict[type, list[Variable]]] = {}
+    for node in toposort(outputs):
+        op = node.op
+        if isinstance(op, Elemwise) and isinstance(op.scalar_op, Softplus | Sigmoid):
+            (x,) = node.inputs
+            if node.outputs[0].type == x.type and x.type.dtype in FLOAT_DTYPES:  # type: ignore[attr-defined]
+                kinds = by_input.setdefault(x, {})
+                kinds.setdefault(type(op.scalar_op), []).append(node.outputs[0])
+    replace: dict[Variable, Variable] = {}
+    for x, kinds in by_input.items():
+        if len(kinds) < 2:
+            continue
+        softplus, sigmoid = _softplus_and_sigmoid(x)
+        if softplus.type != x.type or sigmoid.type != x.type:
+            continue
+        replace.update({v: softplus for v in kinds[Softplus]})
+        replace.update({v: sigmoid for v in kinds[Sigmoid]})
+    if not replace:
+        return outputs
+    return graph_replace(outputs, replace)  # type: ignore[return-value]
 
 
 __all__: list[Any] = []
