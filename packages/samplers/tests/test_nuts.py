@@ -96,6 +96,28 @@ def test_the_python_and_numba_kernels_make_valid_draws_from_one_seed():
     assert a.unconstrained.shape == b.unconstrained.shape == (1, 300, 4)
 
 
+def test_chains_that_start_in_python_while_the_kernel_compiles_continue_bit_for_bit(
+    monkeypatch,
+):
+    """The Python pieces before the compiled kernel is ready change no draw."""
+    from kiln_samplers import _numba_nuts
+
+    kwargs = dict(draws=150, tune=150, chains=2, random_seed=4, native=Native(), progressbar=False)
+    compiled = ks.sample_nuts(Gaussian(), **kwargs)
+    polls = {"n": 0}
+
+    def pending() -> bool:  # "still compiling" for the first 6 checks
+        polls["n"] += 1
+        return polls["n"] <= 6
+
+    monkeypatch.setattr(_numba_nuts, "kernel_pending", pending)
+    hybrid = ks.sample_nuts(Gaussian(), **kwargs)
+    assert polls["n"] > 6  # some pieces ran in Python, then the kernel took over
+    np.testing.assert_array_equal(hybrid.unconstrained, compiled.unconstrained)
+    for name in ks.STAT_NAMES:
+        np.testing.assert_array_equal(hybrid.sample_stats[name], compiled.sample_stats[name])
+
+
 def test_a_stop_request_returns_what_was_drawn():
     model = Gaussian()
     state = ks.init_chain(model, 0)

@@ -7,12 +7,14 @@ with that signature, e.g. by ``kiln_numba.native_logp_grad``) runs through it.
 
 The first compile takes seconds. :func:`prefetch` starts it in a background process
 when the on-disk cache holds no kernel yet, so that it runs on another core while the
-model's own log-density compiles; :func:`compiled_sample_chunk` then waits for that
-process and loads what it stored.
+model's own log-density compiles; :func:`kernel_pending` tells whether that process is
+still at work (the chains meanwhile run the same functions in Python), and
+:func:`compiled_sample_chunk` waits for it and loads what it stored.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import subprocess
@@ -130,6 +132,16 @@ def prefetch() -> None:
         )
     except OSError:  # no new processes here: compile in this one when needed
         _prefetching = None
+        return
+    # A process that exits while the kernel compiles (sampling done in Python first)
+    # waits for it, so the cache it leaves is complete for the next one.
+    atexit.register(_wait_for_prefetch)
+
+
+def kernel_pending() -> bool:
+    """Whether the background compile started by :func:`prefetch` is still running."""
+    process = _prefetching
+    return process is not None and process.poll() is None
 
 
 def _wait_for_prefetch() -> None:

@@ -4,7 +4,9 @@
 (Stan's windowed adaptation of a diagonal mass matrix and dual-averaging step size)
 and sampling, in chunks: each chunk runs in compiled code (the Numba kernel, calling
 the model's native log-density, GIL released) or, for models without one, in Python
-calling ``model.logp_dlogp``. Between chunks the schedule is applied and progress
+calling ``model.logp_dlogp``. While the kernel's first compile is still running in the
+background, the chunks run the same functions in Python on the native log-density
+(:class:`_UntilCompiled`). Between chunks the schedule is applied and progress
 reported, and a stop request ends the chain early.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +88,68 @@ def _python_fn(model: CompiledModel) -> Callable[..., float]:
         return logp
 
     return fn
+
+
+#: How long one Python piece of a chunk should take while the kernel compiles (seconds).
+_PYTHON_PIECE_S = 0.05
+#: The most that one transition's Python overhead may cost at the maximum tree depth.
+_PYTHON_TRANSITION_S = 0.1
+_PYTHON_CHUNK: Callable[..., float] = core.sample_chunk
+
+
+def _python_step_overhead(state: ChainState) -> float:
+    """Estimate the seconds a leapfrog step spends in Python beyond the log-density."""
+    n = state.q.shape[0]
+    q1, p1, g1 = np.empty(n), np.empty(n), np.empty(n)
+    p = np.zeros(n)
+
+    def free(x: np.ndarray, grad: np.ndarray, user_data: Any) -> float:
+        return 0.0
+
+    start = time.perf_counter()
+    for _ in range(3):
+        core.leapfrog(free, None, state.q, p, state.grad, 0.0, state.inv_mass, q1, p1, g1)
+    return (time.perf_counter() - start) / 3
+
+
+class _UntilCompiled:
+    """Run chunks in Python while the Numba kernel is being compiled, then compiled.
+
+    Python and the compiled kernel do the same arithmetic in the same order and draw
+    the same numbers from the generator, so a chain that starts in Python continues
+    bit for bit as one compiled throughout (a test checks it). The Python pieces are
+    sized to take about ``_PYTHON_PIECE_S``, so the switch waits for at most one. One
+    transition cannot be cut: with ``python=False`` (a model whose transitions at the
+    maximum tree depth would spend more than ``_PYTHON_TRANSITION_S`` in Python) the
+    chain waits for the compiled kernel instead.
+    """
+
+    def __init__(
+        self, load: Callable[[], Any], pending: Callable[[], bool], python: bool = True
+    ) -> None:
+        self._load, self._pending, self._python = load, pending, python
+        self._compiled: Any = None
+        self._piece = 1
+
+    def __call__(self, *args: Any) -> float:
+        """Run ``sample_chunk(*args)`` (its arguments, in its order)."""
+        head, (n_draws, draws, stats), rest = list(args[:9]), args[9:12], args[12:]
+        done = 0
+        while done < n_draws:
+            if self._compiled is None and not (self._python and self._pending()):
+                self._compiled = self._load()
+            if self._compiled is not None:
+                return float(
+                    self._compiled(*head, n_draws - done, draws[done:], stats[done:], *rest)
+                )
+            k = min(self._piece, n_draws - done)
+            start = time.perf_counter()
+            piece = (draws[done : done + k], stats[done : done + k])
+            head[5] = _PYTHON_CHUNK(*head, k, *piece, *rest)  # the new logp
+            per_draw = max((time.perf_counter() - start) / k, 1e-9)
+            self._piece = max(1, min(n_draws, int(_PYTHON_PIECE_S / per_draw)))
+            done += k
+        return float(head[5])
 
 
 def _find_step_size(fn: Callable[..., float], user_data: Any, state: ChainState) -> float:
@@ -192,10 +257,14 @@ def run_chain(
     if native is not None:
         # Numba is optional (a model without a native log-density runs in Python): the
         # kernel's module imports it, so it is imported only when used.
-        from kiln_samplers._numba_nuts import compiled_sample_chunk
+        from kiln_samplers._numba_nuts import compiled_sample_chunk, kernel_pending
 
-        kernel = compiled_sample_chunk()
         fn, user_data = native.fn, native.user_data
+        python = kernel_pending() and (
+            3.0 * _python_step_overhead(state) * 2**settings.max_treedepth
+            <= _PYTHON_TRANSITION_S
+        )  # a Python transition's overhead is about 3 leapfrogs' per step
+        kernel: Callable[..., float] = _UntilCompiled(compiled_sample_chunk, kernel_pending, python)
     else:
         kernel, fn, user_data = core.sample_chunk, _python_fn(model), None
     n = state.q.shape[0]
