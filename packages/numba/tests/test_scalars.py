@@ -1,4 +1,4 @@
-"""The generated function's local 0-d arrays become scalars (``kiln_numba._scalars``)."""
+"""Passes over generated bodies (``kiln_numba._scalars``): 0-d arrays to scalars, copies."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 import kiln
 import kiln.tensor as kt
-from kiln_numba._scalars import promote_scalars
+from kiln_numba._scalars import promote_scalars, propagate_copies
 
 
 def test_a_local_zero_d_array_becomes_a_scalar():
@@ -87,3 +87,41 @@ def test_loops_read_broadcast_scalars_without_one_element_arrays():
     got = f(xv, 1.5)
     np.testing.assert_allclose(got[0], np.exp(xv) * 1.5 + 2.25, rtol=1e-15)
     np.testing.assert_allclose(got[1], np.sum(xv / 2.5), rtol=1e-15)
+
+
+def test_copies_are_replaced_by_what_they_copy():
+    lines = [
+        "a_1 = i0[()]",
+        "s_2 = -0.5",
+        "a_3 = a_1",
+        "a_4 = a_3",  # a copy of a copy
+        "s_5 = (s_2 * a_4 ** s_2)",
+        "g = -np.inf",
+        "kiln_raise('a_3 is not replaced in a string')",
+        "return (s_5, g, a_3, )",
+    ]
+    assert propagate_copies(lines) == [
+        "a_1 = i0[()]",
+        "s_5 = ((-0.5) * a_1 ** (-0.5))",
+        "kiln_raise('a_3 is not replaced in a string')",
+        "return (s_5, (-np.inf), a_1, )",
+    ]
+
+
+def test_copies_whose_value_could_change_are_kept():
+    kept = [
+        ["acc = 0.0", "for j in range(3):", "    acc += x[j]", "return (acc, )"],  # rebound
+        ["a = b", "b = 2.0", "b = 3.0", "return (a, )"],  # the source is bound twice
+        ["if c:", "    a = b", "return (a, )"],  # not at the top level
+        ["(t, ) = helper_3(x)", "t = t + 1.0", "u = t", "return (u, )"],  # bound twice
+    ]
+    for lines in kept:
+        out = propagate_copies(lines)
+        assert out[: len(lines) - 1] == lines[:-1], lines
+    # A parameter rebound by a copy: what read it before (a copy of it, an expression)
+    # still reads the parameter; what reads it after reads the new value.
+    assert propagate_copies(["c = i1", "y = i1 + 1.0", "i1 = v", "return (c, y, i1, )"]) == [
+        "c = i1",
+        "y = i1 + 1.0",
+        "return (c, y, v, )",
+    ]

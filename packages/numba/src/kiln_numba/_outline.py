@@ -90,10 +90,10 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
     def source(name: str) -> str:
         # Local import: the code generator imports the op families, which import this.
         from kiln_numba._codegen import _out_of_line_raise
-        from kiln_numba._scalars import promote_scalars
+        from kiln_numba._scalars import promote_scalars, propagate_copies
 
         raised = [_out_of_line_raise(module, line) for line in lines]
-        body = "\n".join("    " + line for line in promote_scalars(raised))
+        body = "\n".join("    " + line for line in propagate_copies(promote_scalars(raised)))
         inline = INLINE_MARKER if len(params) + len(extra) <= MAX_INLINED_PARAMS else ""
         return f"@njit(error_model='numpy'{inline})\ndef {name}({signature}):\n{body}"
 

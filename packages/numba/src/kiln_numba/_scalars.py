@@ -98,3 +98,60 @@ def _same_block(lines: Sequence[str], decl: int, store: int, indent: str) -> boo
         if line.strip() and not line.startswith(indent):
             return False
     return True
+
+
+_COPY = re.compile(
+    rf"^(?P<name>{_NAME}) = (?P<src>{_NAME}|-?\d+(?:\.\d*)?(?:e[+-]?\d+)?|-?np\.inf|np\.nan)$"
+)
+_BINDING = re.compile(
+    rf"^\s*(?:for )?\(?(?P<names>{_NAME}(?:, {_NAME})*),? ?\)?"
+    r"(?: =| in| [-+*/%&|^@]=| //=| \*\*=| >>=| <<=) "
+)
+_STRING = re.compile(r"('[^']*'|\"[^\"]*\")")
+
+
+def propagate_copies(lines: Sequence[str]) -> list[str]:
+    """Return ``lines`` without the top-level copies ``a = b`` and ``a = <number>``.
+
+    The uses of ``a`` after the copy read ``b`` (or the number, parenthesized) instead.
+    Only a name bound once in the body is replaced, and only by a name bound at most
+    once, before the copy (or never: a parameter, a constant), so every use sees the
+    value the copy had. The generated code writes one such copy per input of every
+    scalar step; Numba types and lowers each of them.
+    """
+    bindings: dict[str, list[int]] = {}
+    for k, line in enumerate(lines):
+        if m := _BINDING.match(line):
+            for name in m["names"].split(", "):
+                bindings.setdefault(name, []).append(k)
+    copies: dict[int, tuple[str, str]] = {}
+    for k, line in enumerate(lines):
+        m = _COPY.match(line)
+        if m is None or len(bindings.get(m["name"], ())) != 1:
+            continue
+        src = m["src"]
+        if src[0].isalpha() or src[0] == "_":
+            where = bindings.get(src, [])
+            if len(where) > 1 or (where and where[0] > k):
+                continue
+        elif src.startswith("-"):
+            src = f"({src})"
+        copies[k] = (m["name"], src)
+    if not copies:
+        return list(lines)
+    subst: dict[str, str] = {}
+    word = re.compile(rf"(?<![.\w])({_NAME})\b")
+
+    def rename(text: str) -> str:
+        parts = _STRING.split(text)  # leave string literals (messages, labels) alone
+        parts[::2] = [word.sub(lambda m: subst.get(m.group(1), m.group(1)), p) for p in parts[::2]]
+        return "".join(parts)
+
+    out = []
+    for k, line in enumerate(lines):
+        if k in copies:
+            name, src = copies[k]
+            subst[name] = subst.get(src, src)
+            continue
+        out.append(rename(line) if subst else line)
+    return out
