@@ -26,7 +26,6 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import arviz_base
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -231,6 +230,8 @@ def sample_prior_predictive(
         groups["constant_data"] = const_data
     dims = _dims_of(m, [*names, *obs_data, *const_data])
     coords = _coords_for(m, dims, (arrays, 2), (obs_data, 0), (const_data, 0))
+    import arviz_base  # xarray and pandas: half of `import kiln`, so on use
+
     tree = arviz_base.from_dict(groups, dims=dims, coords=coords)
     if idata is None:
         return tree
@@ -431,6 +432,8 @@ def sample_posterior_predictive(
     coords = _coords_for(m, dims, (results, 2), (const, 0))
     coords["chain"] = post["chain"].values
     coords["draw"] = post["draw"].values
+    import arviz_base  # xarray and pandas: half of `import kiln`, so on use
+
     tree = arviz_base.from_dict(
         groups, dims=dims, coords=coords, pred_dims=dims, pred_coords=coords
     )

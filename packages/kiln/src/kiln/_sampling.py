@@ -6,7 +6,6 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-import arviz_base
 import numpy as np
 
 import kiln_samplers
@@ -158,6 +157,8 @@ def _log_likelihood(
     """Return the pointwise log-likelihood of every draw as a DataTree group."""
     out = kiln_samplers.map_draws(compiled.observed_logp, trace.unconstrained)
     group_dims = {k: list(dims[k]) for k in out if dims.get(k)}
+    import arviz_base  # xarray and pandas: half of `import kiln`, so on use
+
     tree = arviz_base.from_dict(
         {"log_likelihood": out},
         dims=group_dims,
