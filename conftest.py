@@ -12,6 +12,9 @@ import pytest
 # start (they inherit KILN_CACHE_DIR). Set before kiln_compile reads its config.
 _CACHE_DIR = tempfile.mkdtemp(prefix="kiln-test-cache-")
 os.environ["KILN_CACHE_DIR"] = _CACHE_DIR
+# Numba-compiled functions are not also linked into shared libraries (a C compiler run
+# per compile): packages/numba/tests/test_shared_library.py turns that on for its tests.
+os.environ["KILN_NUMBA_SHARED_LIBRARY"] = "0"
 
 import kiln_compile  # noqa: E402
 

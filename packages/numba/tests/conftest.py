@@ -10,6 +10,7 @@ import pytest
 
 from kiln_compile import _cache as compile_cache
 from kiln_compile import config
+from kiln_numba import _linker
 
 
 @pytest.fixture
@@ -21,3 +22,4 @@ def cache_dir(tmp_path: Path) -> Iterator[Path]:
     for name in [n for n in sys.modules if n.startswith(prefixes)]:
         del sys.modules[name]
     compile_cache._unwritable.clear()
+    _linker._shared_loaded.clear()

@@ -23,11 +23,17 @@ import kiln
 import kiln.tensor as kt
 from kiln_compile import CacheWarning, config
 from kiln_numba import _cache as numba_cache
+from kiln_numba import _shared_library
 
 
 @pytest.fixture(autouse=True)
-def _no_memo():
-    """Turn the memo off: these tests compile one graph again and again, for the disk caches."""
+def _no_memo(monkeypatch):
+    """Turn the memo off: these tests compile one graph again and again, for the disk caches.
+
+    In this process, functions load through Numba's cache only (no shared libraries,
+    which ``test_shared_library.py`` tests): these tests are about Numba's files.
+    """
+    monkeypatch.setattr(_shared_library, "enabled", False)
     with config.change(memo=False):
         yield
 
@@ -47,8 +53,12 @@ SCRIPT = textwrap.dedent(
     out = kt.sum(kt.exp(x) * y * w, axis=1) + kt.log1p(kt.sum(x * x))
     f = kiln.function([x, y], out, mode=kiln.FAST_RUN.with_linker("numba"), profile=True)
     value = f(np.array([0.1, 0.2, 0.3]), np.arange(6.0).reshape(2, 3))
+    loader = f.profile.stage2.get("loader", "numba")
+    numba_imported = "numba" in sys.modules
     stats = f.thunk.jit_fn.stats
     print(json.dumps({
+        "loader": loader,
+        "numba_imported": numba_imported,
         "stage1": f.profile.cache,
         "stage2": f.profile.stage2["cache"],
         "compiled": f.profile.stage2["compiled"],
@@ -62,8 +72,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run_script(cache_dir: Path) -> subprocess.Popen[str]:
+def _run_script(cache_dir: Path, shared_library: bool = False) -> subprocess.Popen[str]:
     env = dict(os.environ, KILN_CACHE_DIR=str(cache_dir))
+    env["KILN_NUMBA_SHARED_LIBRARY"] = "1" if shared_library else "0"
     return subprocess.Popen(
         [sys.executable, "-c", SCRIPT],
         env=env,

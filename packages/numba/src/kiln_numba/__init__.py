@@ -5,6 +5,8 @@ and reductions as explicit loops), cached on disk so a later compile of the same
 in any process, loads machine code instead of running LLVM.
 """
 
+from typing import Any
+
 from kiln_numba import (
     blockwise,
     core_shape,
@@ -23,15 +25,33 @@ from kiln_numba._funcify import has_numba_implementation as has_numba_implementa
 from kiln_numba._funcify import numba_funcify as numba_funcify
 from kiln_numba._linker import NumbaLinker as NumbaLinker
 from kiln_numba._linker import NumbaThunk as NumbaThunk
-from kiln_numba.native import native_expand as native_expand
-from kiln_numba.native import native_logp_grad as native_logp_grad
-from kiln_numba.native_c import native_c_pointers as native_c_pointers
+
+# Importing this package does not import Numba: a function whose machine code is in the
+# cache loads without it (kiln_numba._shared_library). The native wrappers need Numba.
+_LAZY = {
+    "native_expand": "kiln_numba.native",
+    "native_logp_grad": "kiln_numba.native",
+    "native_c_pointers": "kiln_numba.native_c",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kiln_numba' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "blockwise",
     "core_shape",
     "elemwise",
     "linalg",
+    "native_c_pointers",
+    "native_expand",
+    "native_logp_grad",
     "opfromgraph",
     "random",
     "reduce",

@@ -23,21 +23,19 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import linecache
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import llvmlite
-import numba
 import numpy as np
-from numba.core.datamodel import default_manager
 
 from kiln_compile import (
     FunctionGraph,
@@ -48,10 +46,9 @@ from kiln_compile import (
     mark_unwritable,
 )
 from kiln_graph import KilnTypeError
-from kiln_numba import _codegen
-from kiln_numba._cache import cache_file_stats
+from kiln_numba import _codegen, _shared_library
 from kiln_numba._codegen import FUNCTION_NAME, Generated, generate
-from kiln_numba._runtime import KilnRuntimeError
+from kiln_numba._errors import KilnRuntimeError
 
 _MODULE_FILE = "kiln_gen.py"
 _NAMESPACE = "numba"
@@ -63,7 +60,8 @@ def code_fingerprint() -> str:
 
     The sources are kiln_numba's and kiln_random's (its draws' ``core_fn``).
     """
-    h = hashlib.sha256(f"{numba.__version__}|{llvmlite.__version__}\n".encode())
+    versions = (importlib.metadata.version(name) for name in ("numba", "llvmlite"))
+    h = hashlib.sha256(("|".join(versions) + "\n").encode())
     for package in ("kiln_numba", "kiln_random"):
         spec = importlib.util.find_spec(package)
         for location in (spec.submodule_search_locations or []) if spec else []:
@@ -105,7 +103,7 @@ def _module_file(key: str, source: str, filename: str = _MODULE_FILE) -> tuple[P
     if not config.cache:
         return None, "disabled"
     root = _cache_root()
-    entry = root / _NAMESPACE / key[:32]
+    entry = _entry(key)
     target = entry / filename
     try:
         if target.read_text() == source:
@@ -160,6 +158,30 @@ def _exec_module(name: str, source: str, filename: str, gen: Generated, cache: b
     return module
 
 
+def _entry(key: str) -> Path:
+    """Return the folder of the cache entry ``key``."""
+    return _cache_root() / _NAMESPACE / key[:32]
+
+
+_shared_loaded: dict[str, _shared_library.SharedFunction] = {}
+
+
+def _load_shared(key: str, gen: Generated) -> _shared_library.SharedFunction | None:
+    """Return the shared library's function of ``key`` (this process's, or from the cache).
+
+    None when the module is already loaded through Numba here, or has no library.
+    """
+    shared = _shared_loaded.get(key)
+    if shared is not None or not gen.cacheable or not config.cache:
+        return shared
+    if module_name(key) in sys.modules:
+        return None
+    shared = _shared_library.load(key, _entry(key), module_name(key))
+    if shared is not None:
+        _shared_loaded[key] = shared
+    return shared
+
+
 def module_name(key: str) -> str:
     """Return the name in ``sys.modules`` of the generated module of the entry ``key``."""
     return f"kiln_numba_gen_{key[:24]}"
@@ -204,14 +226,20 @@ def _counts(jit_fn: Any) -> tuple[int, int, int]:
     )
 
 
-@functools.cache
+#: The dtypes Numba's CPU target compiles arrays of (no float16, no long double).
+_NUMBA_DTYPES = frozenset(
+    np.dtype(t)
+    for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+    + ("uint64", "float32", "float64", "complex64", "complex128")
+)
+
+
 def _numba_supports(dtype: str) -> bool:
     """Whether Numba's CPU target compiles arrays of ``dtype`` (it has no float16)."""
     try:
-        default_manager.lookup(numba.from_dtype(np.dtype(dtype)))
-    except (NotImplementedError, KeyError, TypeError):
+        return np.dtype(dtype) in _NUMBA_DTYPES
+    except TypeError:
         return False
-    return True
 
 
 def check_dtypes(fgraph: FunctionGraph) -> None:
@@ -237,6 +265,11 @@ class NumbaThunk:
     is what Stage 2 found (see :attr:`kiln_compile.Profile.stage2`); its ``"cache"``
     and ``"first_call_s"`` are set by the first call, where Numba compiles the function
     or loads its machine code from the cache.
+
+    A thunk made from the function's shared library (``shared``, see
+    :mod:`kiln_numba._shared_library`) calls that for arguments of the types it was
+    compiled for, without Numba; ``jit_fn`` is then built when first asked for
+    (``load_dispatcher``, which imports Numba), as are calls with other arguments.
     """
 
     def __init__(
@@ -245,32 +278,80 @@ class NumbaThunk:
         constants: Sequence[Any],
         generated: Generated,
         stage2: dict[str, Any] | None = None,
+        *,
+        shared: _shared_library.SharedFunction | None = None,
+        load_dispatcher: Callable[[], Any] | None = None,
     ) -> None:
-        self.jit_fn = jit_fn
         self.constants = tuple(constants)
         self.source = generated.source
         self._generated = generated
         self.stage2: dict[str, Any] = stage2 if stage2 is not None else {}
         self._first = True
+        self._jit_fn = jit_fn
+        self._load_dispatcher = load_dispatcher
+        self._shared = None
+        self._shared_inputs: list[Any] = []
+        if shared is not None:
+            n_inputs = len(shared.args) - len(self.constants)
+            if n_inputs >= 0 and shared.accepts(self.constants, start=n_inputs):
+                self._shared = shared
+                self._shared_inputs = shared.args[:n_inputs]
+
+    @property
+    def jit_fn(self) -> Any:
+        """The ``@njit`` dispatcher of the generated function (Numba is imported for it)."""
+        if self._jit_fn is None:
+            assert self._load_dispatcher is not None
+            self._jit_fn = self._load_dispatcher()
+        return self._jit_fn
+
+    @jit_fn.setter
+    def jit_fn(self, fn: Any) -> None:
+        self._jit_fn = fn
+        self._shared = None
+
+    def _callable(self, values: Sequence[Any]) -> Any:
+        shared = self._shared
+        if (
+            shared is not None
+            and len(values) == len(self._shared_inputs)
+            and _shared_library.accepts(values, self._shared_inputs)
+        ):
+            return shared.fn
+        return self.jit_fn
 
     def __call__(self, values: Sequence[Any]) -> list[Any]:
         if self._first:
             return self._first_call(values)
         try:
-            if self.constants:
-                return list(self.jit_fn(*values, *self.constants))
-            return list(self.jit_fn(*values))
+            return list(self._callable(values)(*values, *self.constants))
         except KilnRuntimeError as exc:
             raise self._error(exc) from None
 
     def _error(self, exc: KilnRuntimeError) -> Exception:
         """Return the error that ``kiln_raise(code)`` stands for in the generated code."""
-        namespace = getattr(self.jit_fn, "py_func", None)
-        return self._generated.error(int(exc.args[0]), getattr(namespace, "__globals__", {}))
+        namespace = getattr(self._jit_fn, "py_func", None)
+        if namespace is None:  # the shared library's: the errors are kiln_graph's
+            import kiln_graph
+
+            return self._generated.error(int(exc.args[0]), vars(kiln_graph))
+        return self._generated.error(int(exc.args[0]), namespace.__globals__)
 
     def _first_call(self, values: Sequence[Any]) -> list[Any]:
         """Call once, recording whether Numba compiled, loaded from disk or had it."""
-        jit_fn = self.jit_fn
+        fn = self._callable(values)
+        if self._shared is not None and fn is self._shared.fn:
+            start = time.perf_counter()
+            try:
+                result = list(fn(*values, *self.constants))
+            except KilnRuntimeError as exc:
+                raise self._error(exc) from None
+            finally:
+                self.stage2["first_call_s"] = time.perf_counter() - start
+            self._first = False
+            self.stage2["compiled"] = False
+            return result
+        jit_fn = fn
         hits, misses, _ = _counts(jit_fn)
         start = time.perf_counter()
         try:
@@ -283,19 +364,24 @@ class NumbaThunk:
         new_hits, new_misses, _ = _counts(jit_fn)
         compiled = new_misses > misses
         self.stage2["compiled"] = compiled
-        if "cache" not in self.stage2:
+        if "cache" not in self.stage2 or self.stage2.get("loader") == "shared library":
+            self.stage2.pop("loader", None)
             if new_hits > hits:
                 self.stage2["cache"] = "hit"
             elif compiled:
                 self.stage2["cache"] = "miss"
             else:
                 self.stage2["cache"] = "memory"
+        from kiln_numba._cache import cache_file_stats  # Numba is imported by now
+
         stats = cache_file_stats(jit_fn)
         if stats is not None:
             if stats.damaged:
                 self.stage2["note"] = f"rebuilt {len(stats.damaged)} damaged cache file(s)"
             if stats.write_errors and self.stage2["cache"] == "miss":
                 self.stage2["cache"] = "unwritable"
+        if self.stage2["cache"] == "miss" and "key" in self.stage2:
+            _shared_library.build_later(self.stage2["key"], _entry(self.stage2["key"]), jit_fn)
         return result
 
 
@@ -324,7 +410,26 @@ class NumbaLinker:
         """
         check_dtypes(fgraph)
         gen = generate(fgraph)
-        jit_fn, info = load_function(fgraph, gen)
+        key = stage2_key(fgraph, gen)
+        shared = _load_shared(key, gen)
+        if shared is not None:
+            info: dict[str, Any] = {
+                "key": key,
+                "module": str(_entry(key) / _MODULE_FILE),
+                "cache": "hit",
+                "loader": "shared library",
+            }
+            thunk = NumbaThunk(
+                None,
+                gen.constants,
+                gen,
+                info,
+                shared=shared,
+                load_dispatcher=lambda: load_function(fgraph, gen)[0],
+            )
+        else:
+            jit_fn, info = load_function(fgraph, gen)
+            thunk = NumbaThunk(jit_fn, gen.constants, gen, info)
         if profile is not None:
             profile.stage2 = info
-        return NumbaThunk(jit_fn, gen.constants, gen, info)
+        return thunk

@@ -14,6 +14,8 @@ import math
 import numpy as np
 from numba import njit
 
+from kiln_numba._errors import KilnRuntimeError
+
 __all__ = [
     "KilnRuntimeError",
     "betaln",
@@ -42,16 +44,6 @@ _LN2 = math.log(2.0)
 _EPS = 2.0**-53
 _INF = math.inf
 _NAN = math.nan
-
-
-class KilnRuntimeError(Exception):
-    """Raised by generated code; its argument indexes the module's table of errors.
-
-    Generated functions call ``kiln_raise(code)`` instead of raising their errors
-    directly: a ``raise`` in a large Numba function costs much compile time (its
-    clean-up code), a call to this one compiled function little. The linker turns
-    it back into the error of the table (class and message) when the call returns.
-    """
 
 
 @_jit

@@ -31,7 +31,7 @@ that is off or cannot be written, gets a wrapper compiled in memory.
 Errors raised by the model's code (for instance a shape mismatch between ``x`` and the
 data, or ``grad_out`` of the wrong length) propagate as exceptions from the call, from
 Python or from the calling njit function. Those the generated code raises through
-``kiln_raise`` arrive as :class:`~kiln_numba._runtime.KilnRuntimeError` carrying a
+``kiln_raise`` arrive as :class:`~kiln_numba._errors.KilnRuntimeError` carrying a
 code, which :meth:`NativeLogpGrad.error` turns back into the kiln error it stands for
 (the Function's own call does that itself); the others arrive as they are.
 
@@ -65,7 +65,7 @@ from numba.np.numpy_support import carray
 from kiln_graph import KilnTypeError, TensorType
 from kiln_numba import _linker
 from kiln_numba._codegen import Generated
-from kiln_numba._runtime import KilnRuntimeError
+from kiln_numba._errors import KilnRuntimeError
 
 __all__ = [
     "EXPAND_NUMBA_SIGNATURE",

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 from kiln_graph import Apply, Blockwise
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, np_dtype, numba_funcify
-from kiln_numba._random_kernels import compile_kernel, kernel_name
 from kiln_numba.blockwise import write_blockwise
 from kiln_numba.core_shape import CoreShape
 from kiln_random import RandomVariable
@@ -46,6 +45,8 @@ def numba_funcify_CoreShape(op: CoreShape, node: Apply, ctx: CodeContext) -> Non
 
 
 def _kernel(op: RandomVariable, ctx: CodeContext) -> str:
+    from kiln_numba._random_kernels import compile_kernel, kernel_name  # imports Numba
+
     name = kernel_name(op)
     if name is not None:
         return name

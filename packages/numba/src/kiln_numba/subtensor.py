@@ -32,7 +32,6 @@ from kiln_graph import (
     Subtensor,
     _index,
 )
-from kiln_numba import _subtensor_kernels
 from kiln_numba._funcify import CodeContext, np_dtype, numba_funcify
 from kiln_numba.elemwise import emit_loops
 
@@ -46,7 +45,7 @@ def _rt(ctx: CodeContext, name: str) -> str:
 
     The helpers live in :mod:`kiln_numba._subtensor_kernels`; each is imported once.
     """
-    module = _subtensor_kernels.__name__
+    module = "kiln_numba._subtensor_kernels"
     return ctx.helper(f"{module}.{name}", lambda alias: f"from {module} import {name} as {alias}")
 
 

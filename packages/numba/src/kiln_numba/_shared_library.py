@@ -1,0 +1,511 @@
+"""A generated function's machine code as a shared library, loaded without Numba.
+
+Numba keeps a compiled function's machine code in its cache, but loading it from there
+means importing Numba (about 0.25 s) and running its loader (0.05 s more). So after
+Numba compiles a generated function (a Stage-2 miss), :func:`build_later` also links that
+machine code into a shared library with the system C compiler, and :func:`load` maps it
+in a later process in about a millisecond, without importing Numba:
+
+- The machine code is Numba's object file of the function: it holds everything the
+  function calls and Numba's CPython wrapper (arguments unboxed, outputs boxed, errors
+  raised). It refers to a few functions of Numba's runtime (NRT's allocator, boxing and
+  exception helpers) that live in Numba's C extensions and are not exported. The library
+  reaches them through trampolines (``jmp *slot``) whose slots :func:`load` fills with
+  their addresses, read from those extensions' ``c_helpers``; the extensions are loaded
+  from their files, without Numba's package (a later ``import numba`` reuses them).
+- The wrapper reads its constants (the outputs' dtypes) from a Numba ``Environment``
+  whose address goes into the library's environment variable, and
+  ``_dynfunc.make_function`` turns it into a Python function, as in Numba.
+- The wrapper checks no types: :meth:`SharedFunction.accepts` checks that arguments have
+  the types it was compiled for (dtype, dimensions, layout, alignment). The caller gives
+  other arguments to Numba's dispatcher, which compiles for them.
+
+The library is a file of the module's cache entry (``kiln_fn-<digest>.so``, named by
+its content, so two processes building it at once never mix their files); its description (the
+symbols, the constants, the argument types, the library's SHA-256) is an entry of kiln's
+disk cache (namespace ``numba-lib``, keyed like the module): checksummed, written
+atomically, and a library whose digest differs is never mapped. It is built only where
+it is tested, Linux on x86-64 with ``cc`` and ``nm``, for functions whose arguments and
+results are arrays; anything else, or anything that fails, leaves the function to Numba,
+as does ``KILN_NUMBA_SHARED_LIBRARY=0``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import ctypes
+import dataclasses
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import pickle
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from kiln_compile import DiskCache, is_unwritable, mark_unwritable
+
+__all__ = ["SharedFunction", "accepts", "build_later", "load", "wait_for_builds"]
+
+#: Bumped when what :func:`build_later` writes changes meaning.
+FORMAT = 1
+_NAMESPACE = "numba-lib"
+#: Numba's C extensions holding the runtime functions the machine code calls, by the
+#: prefix Numba gives their symbols (``numba_<name>``, ``NRT_<name>``).
+_EXTENSIONS = {
+    "numba._helperlib": ("_helperlib", "numba_"),
+    "numba._dynfunc": ("_dynfunc", "numba_"),
+    "numba.core.runtime._nrt_python": ("core/runtime/_nrt_python", "NRT_"),
+}
+_COMPILE_TIMEOUT_S = 120.0
+
+
+#: Whether shared libraries are built and loaded (off: functions always go through Numba).
+enabled = os.environ.get("KILN_NUMBA_SHARED_LIBRARY", "1") != "0"
+
+
+def supported() -> bool:
+    """Whether shared libraries of generated code are built and loaded here.
+
+    Linux on x86-64, unless ``KILN_NUMBA_SHARED_LIBRARY=0`` (or :data:`enabled` is false).
+    """
+    return enabled and sys.platform == "linux" and platform.machine() == "x86_64"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Arg:
+    dtype: np.dtype
+    ndim: int
+    layout: str  # Numba's: "C", "F" or "A"
+
+
+def accepts(values: Sequence[Any], args: Sequence[_Arg]) -> bool:
+    """Whether each value is an array of the type its ``_Arg`` says the library takes."""
+    for value, arg in zip(values, args):  # noqa: B905  # the callers check lengths
+        if type(value) is not np.ndarray or value.ndim != arg.ndim or value.dtype != arg.dtype:
+            return False
+        if arg.ndim:
+            flags = value.flags
+            if not flags.aligned:
+                return False
+            if arg.layout == "C" and not flags.c_contiguous:
+                return False
+            if arg.layout == "F" and not flags.f_contiguous:
+                return False
+    return True
+
+
+class SharedFunction:
+    """The generated function loaded from its shared library.
+
+    ``fn(*inputs, *constants)`` returns a tuple of arrays, like Numba's dispatcher, for
+    arguments that :meth:`accepts` (only those: the wrapper checks no types).
+    """
+
+    def __init__(self, fn: Any, args: list[_Arg], keepalive: tuple[Any, ...]) -> None:
+        self.fn = fn
+        self.args = args
+        self._keepalive = keepalive
+
+    def accepts(self, values: Sequence[Any], start: int = 0) -> bool:
+        """Whether ``values`` (the arguments from position ``start``) have the compiled types."""
+        args = self.args[start : start + len(values)]
+        return len(args) == len(values) and accepts(values, args)
+
+
+# --- building (after Numba compiled the function) ----------------------------------------
+
+
+@dataclasses.dataclass
+class _Compiled:
+    """What a build needs of Numba's compile result, taken while Numba is at hand."""
+
+    obj: bytes
+    wrapper: str
+    env: str  # the function's own Environment
+    envs: list[tuple[str, str, list[Any]]]  # (symbol, module, constants) of each Environment
+    args: list[_Arg]
+    helpers: dict[str, tuple[str, str]]  # symbol -> (extension, c_helpers key)
+
+
+def _compiled(dispatcher: Any) -> _Compiled | None:
+    """Return what :func:`_build` needs of the dispatcher's one compiled overload, or None."""
+    from numba.core import types
+    from numba.core.environment import lookup_environment
+    from numba.np.numpy_support import as_dtype
+
+    if len(dispatcher.overloads) != 1:
+        return None
+    cres = next(iter(dispatcher.overloads.values()))
+    result = cres.signature.return_type
+    if not isinstance(result, types.BaseTuple) or not all(
+        isinstance(t, types.Array) for t in result
+    ):
+        return None
+    args = []
+    for t in cres.signature.args:
+        if not isinstance(t, types.Array) or not t.aligned:
+            return None
+        args.append(_Arg(as_dtype(t.dtype), t.ndim, t.layout))
+    try:
+        obj = cres.library._get_compiled_object()
+        variables = [gv.name for gv in cres.library._final_module.global_variables]
+    except Exception:  # noqa: BLE001  # a library Numba loaded from its cache has none
+        return None
+    # The Environments of the function and of everything linked into it (as Numba's
+    # cache stores them: those it can cache); their constants are the dtypes of arrays
+    # they box, nothing that needs Numba to be rebuilt.
+    envs = []
+    for name in variables:
+        env = lookup_environment(name) if name.startswith("_ZN08NumbaEnv") else None
+        if env is None or not env.can_cache():
+            continue
+        consts = list(env.consts)
+        if not all(isinstance(c, np.dtype) for c in consts):
+            return None
+        envs.append((name, str(env.globals["__name__"]), consts))
+    helpers: dict[str, tuple[str, str]] = {}
+    for extension, (_, prefix) in _EXTENSIONS.items():
+        for name in sys.modules[extension].c_helpers:
+            symbol = name if name.startswith("_") else prefix + name
+            helpers.setdefault(symbol, (extension, name))
+    fndesc = cres.fndesc
+    if fndesc.env_name not in {name for name, _, _ in envs}:
+        return None
+    return _Compiled(
+        obj, fndesc.llvm_cpython_wrapper_name, fndesc.env_name, envs, args, helpers
+    )
+
+
+#: The C-API functions Numba's code passes exception types to (``PyExc_*``, see
+#: :func:`_assembly`): as first argument, or second (``PyNumber_AsSsize_t``).
+_TAKE_EXCEPTIONS = frozenset(
+    {"PyErr_SetString", "PyErr_Format", "PyErr_SetObject", "PyErr_SetNone", "PyNumber_AsSsize_t"}
+)
+
+
+def _assembly(helpers: Sequence[str], wrapped: Sequence[str], cells: Sequence[str]) -> str:
+    """Return the assembly (x86-64, GNU as) of the library's trampolines and cells.
+
+    - Each of ``helpers`` (a Numba runtime function) jumps through its slot of
+      ``kiln_slots``, filled at load with the function's address.
+    - Numba's code takes the address of the symbol ``PyExc_<name>`` as the exception
+      type itself (its JIT linker maps that symbol to the object), where CPython's
+      ``PyExc_<name>`` is a variable holding a pointer to it. So each of ``cells`` is a
+      hidden cell of ``kiln_cells``, filled at load with the type's address, and each of
+      ``wrapped`` (the C-API functions of :data:`_TAKE_EXCEPTIONS`) replaces a first or
+      second argument that points at a cell by the cell's content before it jumps to
+      CPython's function (its slot follows the helpers'). Only ``%r11`` and the flags
+      change, so variadic calls (``PyErr_Format``) pass through.
+    """
+    lines = [".text"]
+
+    def function(symbol: str, hidden: bool) -> list[str]:
+        head = [f".globl {symbol}", f".type {symbol},@function"]
+        return [*head, *([f".hidden {symbol}"] if hidden else []), f"{symbol}:"]
+
+    for i, symbol in enumerate(helpers):
+        lines += function(symbol, hidden=False)
+        lines += ["    movq kiln_slots@GOTPCREL(%rip), %r11", f"    jmpq *{8 * i}(%r11)"]
+    for k, symbol in enumerate(wrapped):
+        lines += function(symbol, hidden=True)
+        for register in ("%rdi", "%rsi"):
+            lines += [
+                "    movq kiln_cells@GOTPCREL(%rip), %r11",
+                f"    cmpq %r11, {register}",
+                "    jb 1f",
+                f"    addq ${8 * max(len(cells), 1)}, %r11",
+                f"    cmpq %r11, {register}",
+                "    jae 1f",
+                f"    movq ({register}), {register}",
+                "1:",
+            ]
+        lines += [
+            "    movq kiln_slots@GOTPCREL(%rip), %r11",
+            f"    jmpq *{8 * (len(helpers) + k)}(%r11)",
+        ]
+    lines.append(".bss")
+    for table, size in (("kiln_slots", len(helpers) + len(wrapped)), ("kiln_cells", len(cells))):
+        lines += [f".globl {table}", f".type {table},@object", ".p2align 3", f"{table}:"]
+        lines.append(f"    .zero {8 * max(size, 1)}")
+    for i, symbol in enumerate(cells):
+        lines += [f".globl {symbol}", f".hidden {symbol}", f".set {symbol}, kiln_cells + {8 * i}"]
+    lines.append('.section .note.GNU-stack,"",@progbits')
+    return "\n".join(lines) + "\n"
+
+
+#: Numba's ``numba_unpickle``, which the wrapper calls at every call for objects it needs
+#: (``numpy.ndarray``, to box outputs), memoized per constant in C: Numba's goes through
+#: ``numba.core.serialize`` (importing Numba) and a Python call each time. It returns a
+#: new reference, as Numba's does; the GIL is held (the wrapper runs in a Python call).
+_UNPICKLE_C = r"""
+typedef struct _object PyObject;
+PyObject *PyImport_ImportModule(const char *name);
+PyObject *PyObject_GetAttrString(PyObject *o, const char *name);
+PyObject *PyBytes_FromStringAndSize(const char *data, long n);
+PyObject *PyObject_CallFunctionObjArgs(PyObject *f, ...);
+void Py_IncRef(PyObject *o);
+void Py_DecRef(PyObject *o);
+
+#define KILN_MEMO 256
+static const char *memo_key[KILN_MEMO];
+static PyObject *memo_value[KILN_MEMO];
+static int memo_size;
+static PyObject *loads;
+
+PyObject *numba_unpickle(const char *data, int n, const char *hashed) {
+    (void)hashed;
+    for (int i = 0; i < memo_size; i++) {
+        if (memo_key[i] == data) {
+            Py_IncRef(memo_value[i]);
+            return memo_value[i];
+        }
+    }
+    if (loads == 0) {
+        PyObject *pickle = PyImport_ImportModule("pickle");
+        if (pickle == 0) return 0;
+        loads = PyObject_GetAttrString(pickle, "loads");
+        Py_DecRef(pickle);
+        if (loads == 0) return 0;
+    }
+    PyObject *buffer = PyBytes_FromStringAndSize(data, n);
+    if (buffer == 0) return 0;
+    PyObject *obj = PyObject_CallFunctionObjArgs(loads, buffer, (PyObject *)0);
+    Py_DecRef(buffer);
+    if (obj != 0 && memo_size < KILN_MEMO) {
+        Py_IncRef(obj);
+        memo_key[memo_size] = data;
+        memo_value[memo_size++] = obj;
+    }
+    return obj;
+}
+"""
+#: The runtime functions the library defines itself (the others are trampolines).
+_DEFINED = frozenset({"numba_unpickle"})
+
+
+def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str]], list[str]]:
+    """Link the object code into a shared library.
+
+    Return it, what its slots must hold (``(extension, c_helpers key)`` or ``("python",
+    C-API function)``) and the exceptions its cells must hold (builtin names).
+    """
+    obj = folder / "kiln_fn.o"
+    obj.write_bytes(compiled.obj)
+    listing = subprocess.run(
+        ["nm", "--undefined-only", "--format=posix", str(obj)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=_COMPILE_TIMEOUT_S,
+    ).stdout
+    undefined = [line.split()[0] for line in listing.splitlines() if line.strip()]
+    helpers = [s for s in undefined if s in compiled.helpers and s not in _DEFINED]
+    wrapped = [s for s in undefined if s in _TAKE_EXCEPTIONS]
+    cells = [s for s in undefined if s.startswith("PyExc_")]
+    if not all(isinstance(getattr(builtins, s[len("PyExc_") :], None), type) for s in cells):
+        raise subprocess.SubprocessError(f"an exception that is not a builtin: {cells}")
+    stubs = folder / "trampolines.s"
+    stubs.write_text(_assembly(helpers, wrapped, cells))
+    unpickle = folder / "unpickle.c"
+    unpickle.write_text(_UNPICKLE_C)
+    out = folder / "kiln_fn.so"
+    # Numba's JIT code model has absolute relocations in its text: allowed (-z notext).
+    command = ["cc", "-shared", "-O2", "-fPIC", "-Wl,-z,notext", "-o", str(out)]
+    subprocess.run(
+        [*command, str(obj), str(stubs), str(unpickle), "-lm"],
+        capture_output=True,
+        check=True,
+        timeout=_COMPILE_TIMEOUT_S,
+    )
+    slots = [compiled.helpers[s] for s in helpers] + [("python", s) for s in wrapped]
+    return out.read_bytes(), slots, [s[len("PyExc_") :] for s in cells]
+
+
+def _cpu_fingerprint() -> str:
+    """Return a digest of what Numba compiles for: this CPU, and Numba's CPU settings."""
+    h = hashlib.sha256(platform.machine().encode())
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            first = f.read().split(b"\n\n", 1)[0]
+    except OSError:
+        first = b""
+    for line in first.splitlines():
+        if line.split(b":")[0].strip() in (b"vendor_id", b"cpu family", b"model", b"flags"):
+            h.update(line)
+    for name in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT"):
+        h.update(f"{name}={os.environ.get(name, '')}".encode())
+    return h.hexdigest()
+
+
+def _environment() -> dict[str, Any]:
+    """What a library's machine code depends on besides its source (checked at load)."""
+    return {
+        "format": FORMAT,
+        "python": sys.implementation.cache_tag,
+        "numpy": np.__version__,
+        "cpu": _cpu_fingerprint(),
+    }
+
+
+def _build(key: str, entry: Path, compiled: _Compiled) -> None:
+    """Link and store the library of ``key`` in ``entry``; any failure leaves no library."""
+    root = entry.parent.parent
+    if is_unwritable(root):
+        return
+    tmp: str | None = None
+    try:
+        tmp = tempfile.mkdtemp(prefix=".tmp-lib-", dir=entry)
+        library, slots, cells = _link(compiled, Path(tmp))
+        digest = hashlib.sha256(library).hexdigest()
+        name = f"kiln_fn-{digest[:16]}.so"
+        os.replace(Path(tmp) / "kiln_fn.so", entry / name)
+    except OSError as exc:
+        mark_unwritable(root, entry, exc)
+        return
+    except (subprocess.SubprocessError, UnicodeDecodeError):
+        return  # no C compiler that links this: the function stays Numba's
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    description = {
+        **_environment(),
+        "file": name,
+        "sha256": digest,
+        "wrapper": compiled.wrapper,
+        "env": compiled.env,
+        "envs": compiled.envs,
+        "args": [(a.dtype.str, a.ndim, a.layout) for a in compiled.args],
+        "slots": slots,
+        "cells": cells,
+    }
+    DiskCache(_NAMESPACE).put(key, pickle.dumps(description))
+
+
+_pending: list[threading.Thread] = []
+
+
+def build_later(key: str, entry: Path, dispatcher: Any) -> None:
+    """Build the shared library of ``dispatcher`` (just compiled by Numba) in the background.
+
+    Nothing is built where :func:`supported` is false, without ``cc`` and ``nm``, or for
+    a function :func:`load` could not call (non-array arguments or results).
+    """
+    if not (supported() and shutil.which("cc") and shutil.which("nm")):
+        return
+    compiled = _compiled(dispatcher)
+    if compiled is None:
+        return
+    thread = threading.Thread(
+        target=_build, args=(key, entry, compiled), name="kiln-shared-library", daemon=True
+    )
+    global _waits_at_exit
+    if not _waits_at_exit:
+        # Registered now, after Numba's exit handlers (weakref finalizers among them),
+        # so that it runs before them.
+        atexit.register(wait_for_builds)
+        _waits_at_exit = True
+    _pending.append(thread)
+    thread.start()
+
+
+_waits_at_exit = False
+
+
+def wait_for_builds() -> None:
+    """Wait for the libraries being built (a process exits with them stored)."""
+    while _pending:
+        _pending.pop().join()
+
+
+# --- loading (in any later process) ------------------------------------------------------
+
+
+def _extension(name: str) -> ModuleType:
+    """Return Numba's C extension ``name``, loaded from its file if Numba is not imported."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.find_spec("numba")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("numba is not installed")
+    base = Path(spec.submodule_search_locations[0]) / _EXTENSIONS[name][0]
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = base.with_name(base.name + suffix)
+        if path.is_file():
+            break
+    else:
+        raise ImportError(f"no file for {name}")
+    file_spec = importlib.util.spec_from_file_location(name, path)
+    assert file_spec is not None and file_spec.loader is not None
+    module = importlib.util.module_from_spec(file_spec)
+    file_spec.loader.exec_module(module)
+    sys.modules[name] = module
+    if name == "numba.core.runtime._nrt_python":
+        module.memsys_use_cpython_allocator()  # what Numba's import does
+    return module
+
+
+_lock = threading.Lock()
+
+
+def load(key: str, entry: Path, module_name: str) -> SharedFunction | None:
+    """Return the function of ``key`` from its shared library, or None (not built, stale).
+
+    ``module_name`` names the generated module (the function's ``__module__``).
+    """
+    if not supported():
+        return None
+    payload = DiskCache(_NAMESPACE).get(key)
+    if payload is None:
+        return None
+    try:
+        description = pickle.loads(payload)
+        if any(description.get(k) != v for k, v in _environment().items()):
+            return None
+        path = entry / description["file"]
+        if hashlib.sha256(path.read_bytes()).hexdigest() != description["sha256"]:
+            return None
+        with _lock:
+            return _map(path, description, module_name)
+    except (OSError, ImportError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFunction:
+    extensions = {name: _extension(name) for name in _EXTENSIONS}
+    dynfunc = extensions["numba._dynfunc"]
+    library = ctypes.CDLL(str(path))
+    slots = description["slots"]
+    table = (ctypes.c_void_p * max(len(slots), 1)).in_dll(library, "kiln_slots")
+    for i, (extension, name) in enumerate(slots):
+        if extension == "python":
+            table[i] = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
+        else:
+            table[i] = extensions[extension].c_helpers[name]
+    cells = description["cells"]
+    exceptions = (ctypes.c_void_p * max(len(cells), 1)).in_dll(library, "kiln_cells")
+    for i, name in enumerate(cells):
+        exceptions[i] = id(getattr(builtins, name))
+    envs = {}
+    for symbol, module, consts in description["envs"]:
+        env = envs[symbol] = dynfunc.Environment({"__name__": module})
+        env.consts[:] = consts
+        ctypes.c_void_p.in_dll(library, symbol).value = id(env)
+    address = ctypes.cast(getattr(library, description["wrapper"]), ctypes.c_void_p).value
+    module = ModuleType(module_name)
+    env = envs[description["env"]]
+    fn = dynfunc.make_function(module, "kiln_fn", "kiln_fn (shared library)", address, env, (library,))
+    args = [_Arg(np.dtype(d), n, layout) for d, n, layout in description["args"]]
+    return SharedFunction(fn, args, (library, envs, module))
