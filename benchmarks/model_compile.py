@@ -101,7 +101,7 @@ def format_table(results: dict) -> str:
             f"  {name}: cold {c['total_s']:.2f} (build {c['build_s']:.2f}, compile "
             f"{c['compile_s']:.2f}, first call {c['first_call_s']:.2f}) "
             f"{res['ratio_cold_over_pymc_quoted']:.2f}x; warm {w['total_s']:.3f} "
-            f"{res['ratio_warm_over_pymc_quoted']:.3f}x (importing Numba "
+            f"{res['ratio_warm_over_pymc_quoted']:.3f}x (importing the backend "
             f"{w['backend_import_s']:.3f} of it; without: "
             f"{res['ratio_warm_without_backend_import_over_pymc_quoted']:.3f}x); per call "
             f"{w['per_call_s'] * 1e6:.1f} us (native {w.get('native_per_call_s', 0) * 1e6:.2f})"

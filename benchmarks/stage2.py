@@ -8,8 +8,10 @@ folder, so the first process (``cold``) compiles everything, kiln's Numba runtim
 helpers included, and the second (``warm``) finds what the first stored. Each reports:
 
 - ``total_s``: from building the graph to the first call returning (imports excluded,
-  except the backend's: ``kiln_numba`` and Numba, imported once per process at its first
-  compile, are imported just before and their time added; ``backend_import_s`` alone);
+  except the backend's: ``kiln_numba``, imported once per process at its first compile,
+  is imported just before and its time added, ``backend_import_s`` alone; Numba, which
+  kiln_numba imports only to compile a function or to load one that has no shared
+  library, is timed where that happens);
 - ``stage1_s``: the profile's ``rewrite`` (Stage 1 with its cache lookup);
 - ``stage2_s``: the profile's ``link`` plus the first call (Numba compiles lazily, at
   the first call, or loads its cached machine code then); ``first_call_s`` alone;
@@ -106,7 +108,11 @@ def _compile_and_call(inputs: list, outputs: list, point: list) -> tuple[Any, di
         }
     )
     f.profile = None  # calls are timed without the profile's bookkeeping
-    stats = getattr(getattr(f.thunk, "jit_fn", None), "stats", None)
+    stage2 = dict(getattr(prof, "stage2", {}) or {})
+    # A function loaded from its shared library has no dispatcher yet (asking for one
+    # would import Numba).
+    shared = stage2.get("loader") == "shared library"
+    stats = None if shared else getattr(getattr(f.thunk, "jit_fn", None), "stats", None)
     numba_cache = None
     if stats is not None:  # did Numba load the main function's machine code from its cache?
         numba_cache = {
@@ -124,7 +130,7 @@ def _compile_and_call(inputs: list, outputs: list, point: list) -> tuple[Any, di
         "object_mode": object_mode,
         "numba_cache": numba_cache,
         # The linker's own Stage-2 report, where the profile has one (``Profile.stage2``).
-        "stage2": {k: v for k, v in dict(getattr(prof, "stage2", {}) or {}).items()},
+        "stage2": stage2,
         "linker": prof.linker,
     }
 
@@ -158,9 +164,14 @@ def _child_model(name: str, calls: bool) -> dict:
     if not calls:
         return res
     res["per_call_s"] = time_calls(lambda: f(*point))["median_s"]
+    consts = tuple(getattr(f.thunk, "constants", ()))
+    shared = getattr(f.thunk, "_shared", None)
+    if shared is not None:  # the generated function from its shared library, no checks
+        res["per_call_raw_shared_library_s"] = time_calls(lambda: shared.fn(*point, *consts))[
+            "median_s"
+        ]
     jit_fn = getattr(f.thunk, "jit_fn", None)
     if jit_fn is not None:
-        consts = tuple(f.thunk.constants)
         res["per_call_raw_dispatcher_s"] = time_calls(lambda: jit_fn(*point, *consts))["median_s"]
     try:
         import njit_models
@@ -244,7 +255,7 @@ def _warm_imports() -> None:
     disk rather than from the OS's file cache (seen: 1.3 s instead of 0.25 s to import
     the backend), which is no part of compiling a model. It writes to no cache.
     """
-    code = "import kiln, kiln_numba"
+    code = "import kiln, kiln_numba, numba"
     subprocess.run([sys.executable, "-c", code], capture_output=True, check=False, timeout=300)
 
 

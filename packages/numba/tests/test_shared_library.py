@@ -109,7 +109,7 @@ SCRIPT = CASES + textwrap.dedent(
         error = None
     except Exception as exc:
         error = [type(exc).__name__, str(exc)]
-    _shared_library.wait_for_builds()
+    _shared_library.build_queued()
     print(json.dumps({"results": results, "error": error, "numba_imported": numba_imported,
                       "error_loader": g.profile.stage2.get("loader", "numba")}))
     """
@@ -179,7 +179,7 @@ def _built(xv: np.ndarray) -> tuple[kiln.Function, Path]:
     """Compile (a miss), wait for the library, forget: return it and its library file."""
     f, _ = _compile(xv)
     assert f.profile.stage2["cache"] == "miss"
-    _shared_library.wait_for_builds()
+    _shared_library.build_queued()
     _forget_loaded()
     libraries = list(Path(f.profile.stage2["module"]).parent.glob("kiln_fn-*.so"))
     assert len(libraries) == 1
@@ -245,6 +245,6 @@ def test_a_library_built_for_another_machine_is_not_loaded(shared, monkeypatch):
 def test_without_a_c_compiler_nothing_is_built(shared, monkeypatch):
     monkeypatch.setattr(_shared_library.shutil, "which", lambda name: None)
     f, _ = _compile(XV)
-    _shared_library.wait_for_builds()
+    _shared_library.build_queued()
     assert not list(Path(f.profile.stage2["module"]).parent.glob("kiln_fn-*.so"))
     assert not DiskCache("numba-lib").directory.exists()

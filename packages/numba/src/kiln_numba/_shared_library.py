@@ -2,9 +2,10 @@
 
 Numba keeps a compiled function's machine code in its cache, but loading it from there
 means importing Numba (about 0.25 s) and running its loader (0.05 s more). So after
-Numba compiles a generated function (a Stage-2 miss), :func:`build_later` also links that
-machine code into a shared library with the system C compiler, and :func:`load` maps it
-in a later process in about a millisecond, without importing Numba:
+Numba compiles a generated function (a Stage-2 miss), :func:`build_later` queues it, and
+when the process exits its machine code is linked into a shared library by the system C
+compiler (about 0.1 s a function); :func:`load` maps it in a later process in about a
+millisecond, without importing Numba:
 
 - The machine code is Numba's object file of the function: it holds everything the
   function calls and Numba's CPython wrapper (arguments unboxed, outputs boxed, errors
@@ -56,7 +57,7 @@ import numpy as np
 
 from kiln_compile import DiskCache, is_unwritable, mark_unwritable
 
-__all__ = ["SharedFunction", "accepts", "build_later", "load", "wait_for_builds"]
+__all__ = ["SharedFunction", "accepts", "build_later", "build_queued", "load"]
 
 #: Bumped when what :func:`build_later` writes changes meaning.
 FORMAT = 1
@@ -393,40 +394,43 @@ def _build(key: str, entry: Path, compiled: _Compiled) -> None:
     DiskCache(_NAMESPACE).put(key, pickle.dumps(description))
 
 
-_pending: list[threading.Thread] = []
+_queue: list[tuple[str, Path, _Compiled]] = []
+_queue_lock = threading.Lock()
+_builds_at_exit = False
 
 
 def build_later(key: str, entry: Path, dispatcher: Any) -> None:
-    """Build the shared library of ``dispatcher`` (just compiled by Numba) in the background.
+    """Queue the shared library of ``dispatcher`` (just compiled by Numba) for building.
 
-    Nothing is built where :func:`supported` is false, without ``cc`` and ``nm``, or for
-    a function :func:`load` could not call (non-array arguments or results).
+    The queue is built when the process exits (or at :func:`build_queued`): a C compiler
+    run per function, which would otherwise compete for the CPU with what the process
+    does next (sampling, compiling more). Nothing is queued where :func:`supported` is
+    false, without ``cc`` and ``nm``, or for a function :func:`load` could not call
+    (non-array arguments or results).
     """
+    global _builds_at_exit
     if not (supported() and shutil.which("cc") and shutil.which("nm")):
         return
     compiled = _compiled(dispatcher)
     if compiled is None:
         return
-    thread = threading.Thread(
-        target=_build, args=(key, entry, compiled), name="kiln-shared-library", daemon=True
-    )
-    global _waits_at_exit
-    if not _waits_at_exit:
-        # Registered now, after Numba's exit handlers (weakref finalizers among them),
-        # so that it runs before them.
-        atexit.register(wait_for_builds)
-        _waits_at_exit = True
-    _pending.append(thread)
-    thread.start()
+    with _queue_lock:
+        _queue.append((key, entry, compiled))
+        if not _builds_at_exit:
+            # Registered now, after Numba's exit handlers (weakref finalizers among
+            # them), so that it runs before them.
+            atexit.register(build_queued)
+            _builds_at_exit = True
 
 
-_waits_at_exit = False
-
-
-def wait_for_builds() -> None:
-    """Wait for the libraries being built (a process exits with them stored)."""
-    while _pending:
-        _pending.pop().join()
+def build_queued() -> None:
+    """Build the queued shared libraries now (a process does it at exit)."""
+    while True:
+        with _queue_lock:
+            if not _queue:
+                return
+            key, entry, compiled = _queue.pop(0)
+        _build(key, entry, compiled)
 
 
 # --- loading (in any later process) ------------------------------------------------------
