@@ -38,7 +38,9 @@ class Profile:
         compiled and stored; ``"memory"``: already compiled in this process;
         ``"disabled"``, ``"unwritable"`` or ``"uncacheable"``: compiled, not stored),
         ``"first_call_s"`` (the first call, where Numba compiles or loads), ``"key"``,
-        ``"module"`` (the generated module's file) and ``"note"`` (damaged files rebuilt).
+        ``"module"`` (the generated module's file), ``"note"`` (damaged files rebuilt)
+        and ``"loader"`` (``"shared library"`` where the machine code was mapped from its
+        shared library, without Numba).
     first_call_time
         Seconds of the first call (it may pay for lazy compilation); ``None`` before it.
     calls, call_time
@@ -130,7 +132,7 @@ class Profile:
         parts = [str(info.get("cache", "?"))]
         if "first_call_s" in info:
             parts.append(f"first call {info['first_call_s'] * 1e3:.3f} ms")
-        for name in ("note", "module"):
+        for name in ("loader", "note", "module"):
             if info.get(name):
                 parts.append(str(info[name]))
         if info.get("key"):

@@ -11,6 +11,10 @@ code instead of running LLVM. Constants are passed to the function as arguments 
 the rewritten graph, itself cached by Stage 1), never baked into the code, so graphs
 that differ only in their constants' values share one entry.
 
+After a compile, the function's machine code is also linked into a shared library
+(:mod:`kiln_numba._shared_library`) that a later process loads in place of the module,
+without importing Numba, for arguments of the types it was compiled for.
+
 Nothing in the cache is trusted blindly: a module file whose text is not the generated
 source is rewritten (and Numba's files for it dropped); Numba's files carry checksums
 and a damaged one is rebuilt. When the cache is off (``config.cache``), cannot be
@@ -394,8 +398,10 @@ class NumbaLinker:
     doc = LinkerDoc(
         compiles="one generated `@njit` function for the whole graph, compiled by "
         "LLVM (llvmlite) on the first call",
-        system_compiler="no (LLVM ships with llvmlite)",
-        cache="`numba/<key>/`: the generated module and Numba's machine code",
+        system_compiler="optional: `cc` links the machine code into a shared library "
+        "that later processes load without Numba (LLVM ships with llvmlite)",
+        cache="`numba/<key>/`: the generated module, Numba's machine code and its "
+        "shared library (described in `numba-lib/`)",
         note="The default. Lowest per-call overhead on a CPU; the only backend with a "
         "native log-density, so kiln's NUTS runs its whole loop in compiled code.",
     )
