@@ -248,3 +248,32 @@ def test_without_a_c_compiler_nothing_is_built(shared, monkeypatch):
     _shared_library.build_queued()
     assert not list(Path(f.profile.stage2["module"]).parent.glob("kiln_fn-*.so"))
     assert not DiskCache("numba-lib").directory.exists()
+
+
+def test_the_argument_check_takes_exactly_the_compiled_types():
+    """The check before each call: class, dimensions, dtype, alignment, layout, count."""
+    f8 = np.dtype("float64")
+    check = _shared_library.checker(
+        [_shared_library._Arg(f8, 0, "C"), _shared_library._Arg(f8, 2, "C")]
+    )
+    scalar, matrix = np.asarray(1.0), np.ones((2, 3))
+    assert check((scalar, matrix)) and check([scalar, matrix])
+    unaligned = np.frombuffer(np.zeros(49, dtype="uint8").data, dtype=f8, count=6, offset=1)
+    equal_dtype = np.ones((2, 3), dtype=np.dtype("float64", metadata={"unit": "m"}))
+    assert equal_dtype.dtype is not f8 and check((scalar, equal_dtype))
+    rejected = [
+        (1.0, matrix),  # a Python float
+        (scalar, matrix.tolist()),
+        (scalar, matrix.astype("float32")),
+        (scalar, np.ones(6)),  # one dimension
+        (scalar, matrix.T),  # not C-contiguous
+        (scalar, np.ones((2, 6))[:, ::2]),
+        (scalar, unaligned.reshape(2, 3)),
+        (scalar,),
+        (scalar, matrix, matrix),
+    ]
+    for values in rejected:
+        assert not check(values), values
+    fortran = _shared_library.checker([_shared_library._Arg(f8, 2, "F")])
+    assert fortran((matrix.T,)) and not fortran((matrix,))
+    assert _shared_library.checker([])(()) and not _shared_library.checker([])((scalar,))

@@ -294,12 +294,12 @@ class NumbaThunk:
         self._jit_fn = jit_fn
         self._load_dispatcher = load_dispatcher
         self._shared = None
-        self._shared_inputs: list[Any] = []
+        self._shared_accepts: Callable[[Sequence[Any]], bool] | None = None
         if shared is not None:
             n_inputs = len(shared.args) - len(self.constants)
             if n_inputs >= 0 and shared.accepts(self.constants, start=n_inputs):
                 self._shared = shared
-                self._shared_inputs = shared.args[:n_inputs]
+                self._shared_accepts = _shared_library.checker(shared.args[:n_inputs])
 
     @property
     def jit_fn(self) -> Any:
@@ -313,22 +313,21 @@ class NumbaThunk:
     def jit_fn(self, fn: Any) -> None:
         self._jit_fn = fn
         self._shared = None
+        self._shared_accepts = None
 
     def _callable(self, values: Sequence[Any]) -> Any:
         shared = self._shared
-        if (
-            shared is not None
-            and len(values) == len(self._shared_inputs)
-            and _shared_library.accepts(values, self._shared_inputs)
-        ):
+        if shared is not None and self._shared_accepts(values):  # type: ignore[misc]
             return shared.fn
         return self.jit_fn
 
     def __call__(self, values: Sequence[Any]) -> list[Any]:
         if self._first:
             return self._first_call(values)
+        accepts = self._shared_accepts
+        fn = self._shared.fn if accepts is not None and accepts(values) else self.jit_fn  # type: ignore[union-attr]
         try:
-            return list(self._callable(values)(*values, *self.constants))
+            return list(fn(*values, *self.constants))
         except KilnRuntimeError as exc:
             raise self._error(exc) from None
 

@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -57,7 +57,7 @@ import numpy as np
 
 from kiln_compile import DiskCache, is_unwritable, mark_unwritable
 
-__all__ = ["SharedFunction", "accepts", "build_later", "build_queued", "load"]
+__all__ = ["SharedFunction", "build_later", "build_queued", "checker", "load"]
 
 #: Bumped when what :func:`build_later` writes changes meaning.
 FORMAT = 1
@@ -91,20 +91,38 @@ class _Arg:
     layout: str  # Numba's: "C", "F" or "A"
 
 
-def accepts(values: Sequence[Any], args: Sequence[_Arg]) -> bool:
-    """Whether each value is an array of the type its ``_Arg`` says the library takes."""
-    for value, arg in zip(values, args):  # noqa: B905  # the callers check lengths
-        if type(value) is not np.ndarray or value.ndim != arg.ndim or value.dtype != arg.dtype:
-            return False
+def checker(args: Sequence[_Arg]) -> Callable[[Sequence[Any]], bool]:
+    """Return a function telling whether values are arrays of the types of ``args``.
+
+    The check runs before every call, so it is written out for the signature (no loop,
+    no lookups): the values must be one per ``args``, each a NumPy array of its dtype
+    (identical, or equal) and number of dimensions, aligned, and contiguous as its
+    layout says.
+    """
+    if not args:
+        return lambda values: len(values) == 0
+    names: dict[str, Any] = {"ndarray": np.ndarray}
+    tests = []
+    for i, arg in enumerate(args):
+        names[f"d{i}"] = arg.dtype
+        test = f"v{i}.__class__ is ndarray and v{i}.ndim == {arg.ndim}"
+        test += f" and (v{i}.dtype is d{i} or v{i}.dtype == d{i})"
         if arg.ndim:
-            flags = value.flags
-            if not flags.aligned:
-                return False
-            if arg.layout == "C" and not flags.c_contiguous:
-                return False
-            if arg.layout == "F" and not flags.f_contiguous:
-                return False
-    return True
+            test += f" and (f{i} := v{i}.flags).aligned"
+            contiguous = {"C": "c_contiguous", "F": "f_contiguous"}.get(arg.layout)
+            if contiguous:
+                test += f" and f{i}.{contiguous}"
+        tests.append(test)
+    params = "".join(f"v{i}, " for i in range(len(args)))
+    source = (
+        "def check(values):\n"
+        f"    if len(values) != {len(args)}:\n"
+        "        return False\n"
+        f"    ({params}) = values\n"
+        f"    return bool({' and '.join(tests)})\n"
+    )
+    exec(compile(source, "<kiln_numba shared-library check>", "exec"), names)
+    return names["check"]  # type: ignore[no-any-return]
 
 
 class SharedFunction:
@@ -121,8 +139,7 @@ class SharedFunction:
 
     def accepts(self, values: Sequence[Any], start: int = 0) -> bool:
         """Whether ``values`` (the arguments from position ``start``) have the compiled types."""
-        args = self.args[start : start + len(values)]
-        return len(args) == len(values) and accepts(values, args)
+        return checker(self.args[start : start + len(values)])(values)
 
 
 # --- building (after Numba compiled the function) ----------------------------------------
