@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from kiln_numba._errors import KilnRuntimeError
+from kiln_numba._vector_math import exp_f64, log1p_f64
 
 __all__ = [
     "KilnRuntimeError",
@@ -22,10 +23,12 @@ __all__ = [
     "digamma",
     "erfcx",
     "erfinv",
+    "exp_f64",
     "floor_divide",
     "gammaln",
     "kiln_raise",
     "log1mexp",
+    "log1p_f64",
     "logit",
     "polygamma",
     "polygamma_f32",

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from kiln_graph import Apply, DimShuffle, Elemwise
 from kiln_graph._composite import Composite
+from kiln_graph._linalg import MatMul
 from kiln_numba._funcify import CodeContext, np_dtype, numba_funcify
 from kiln_numba._outline import outline_loops
 from kiln_numba.scalar import composite_statements, scalar_expr
@@ -105,6 +106,27 @@ def index_expr(name: str, broadcastable: tuple[bool, ...], loop_vars: list[str])
     return f"{name}[{idx}]"
 
 
+#: Loops at least this long (or of lengths known only at run time) use vectorizable math
+#: (:data:`kiln_numba.scalar.VECTOR_MATH`).
+LONG_LOOP = 128
+
+
+def is_long_loop(ctx: CodeContext) -> bool:
+    """Whether the loop over the node's inputs runs :data:`LONG_LOOP` times or more."""
+    node = ctx.node
+    total = 1
+    for d in range(ctx.input_type(0).ndim):
+        lengths = [
+            ctx.input_type(i).shape[d]
+            for i, v in enumerate(node.inputs)
+            if not v.type.broadcastable[d]  # type: ignore[attr-defined]
+        ]
+        if lengths and all(n is None for n in lengths):
+            return True
+        total *= next((n for n in lengths if n is not None), 1)
+    return total >= LONG_LOOP
+
+
 def emit_loops(
     ctx: CodeContext, sizes: list[str], body: Callable[[list[str]], list[str]]
 ) -> list[str]:
@@ -133,16 +155,20 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
         shape = "(" + "".join(f"{s}, " for s in sizes) + ")"
         ctx.emit(f"{out} = np.empty({shape}, dtype={np_dtype(out_t.dtype)})")
     in_dtypes = [ctx.input_type(i).dtype for i in range(len(node.inputs))]
+    vector_math = is_long_loop(ctx)
 
     def body(loop_vars: list[str]) -> list[str]:
         lines, args = read_inputs(ctx, loop_vars)
         target = index_expr(out, (False,) * out_t.ndim, loop_vars)
         if isinstance(op.scalar_op, Composite):
-            steps, results = composite_statements(op.scalar_op, args, in_dtypes, ctx.fresh)
+            steps, results = composite_statements(
+                op.scalar_op, args, in_dtypes, ctx.fresh, vector_math
+            )
             lines.extend(steps)
             lines.append(f"{target} = {results[0]}")
         else:
-            lines.append(f"{target} = {scalar_expr(op.scalar_op, args, out_t.dtype, in_dtypes)}")
+            expr = scalar_expr(op.scalar_op, args, out_t.dtype, in_dtypes, vector_math)
+            lines.append(f"{target} = {expr}")
         return lines
 
     emit_loops(ctx, sizes, body)
@@ -174,6 +200,20 @@ def numba_funcify_DimShuffle(op: DimShuffle, node: Apply, ctx: CodeContext) -> N
         )
         return
     index: list[str] = []
+    producer = node.inputs[0].owner
+    if (
+        list(kept) == sorted(kept)
+        and "x" not in op.new_order
+        and producer is not None
+        and isinstance(producer.op, MatMul)
+    ):
+        # A product's result is a new C-contiguous array: dropping its length-1
+        # dimensions by reshaping keeps the C layout, so that loops over it vectorize
+        # (indexing, ``y[:, 0]``, gives Numba's layout 'A', and scalar loops: M3's
+        # log-likelihood over ``X @ beta`` ran 2.5x slower).
+        shape = "".join(f"{x}.shape[{d}], " for d in kept)
+        ctx.emit(f"{out} = {x}.reshape(({shape}))")
+        return
     if list(kept) == sorted(kept):
         src = x
         position = 0  # the next input dimension the index consumes

@@ -131,6 +131,12 @@ def _polygamma(a: Sequence[str], dtype: str) -> str | None:
     return f"polygamma_f32({a[0]}, {a[1]})" if dtype == "float32" else None
 
 
+#: The float64 ops written with :mod:`kiln_numba._vector_math` in long loops (those
+#: vectorize; a call into the C library does not). Elsewhere they stay NumPy's: the
+#: inlined arithmetic costs compile time, which a short loop or a scalar never repays.
+VECTOR_MATH: dict[type, str] = {m.Exp: "exp_f64", m.Log1p: "log1p_f64"}
+VECTORIZABLE = tuple(f"{name}(" for name in VECTOR_MATH.values())
+
 DTYPE_TEMPLATES: dict[type, DtypeTemplate] = {
     m.TrueDivide: _true_divide,
     m.FloorDivide: _floor_divide,
@@ -144,12 +150,18 @@ _KEEP_ARGS: dict[type, tuple[int, ...]] = {m.Switch: (0,)}
 
 
 def scalar_expr(
-    op: ScalarOp, args: Sequence[str], out_dtype: str, in_dtypes: Sequence[str] | None = None
+    op: ScalarOp,
+    args: Sequence[str],
+    out_dtype: str,
+    in_dtypes: Sequence[str] | None = None,
+    vector_math: bool = False,
 ) -> str:
     """Return the Numba expression of ``op`` applied to ``args``, as ``out_dtype``.
 
     ``in_dtypes``, when given, are the dtypes of ``args`` (as Numba types them): casts
-    that would not change them are left out.
+    that would not change them are left out. ``vector_math``: the expression is in a
+    long loop, where :data:`VECTOR_MATH`'s ops are written with their vectorizable
+    versions.
     """
     if in_dtypes is not None and isinstance(op, Cast) and in_dtypes[0] == op.dtype:
         return args[0]
@@ -170,6 +182,8 @@ def scalar_expr(
         args = converted
     special = DTYPE_TEMPLATES.get(kind)
     expr = special(args, out_dtype) if special is not None else None
+    if vector_math and out_dtype == "float64" and kind in VECTOR_MATH:
+        expr = f"{VECTOR_MATH[kind]}({args[0]})"
     if expr is None:
         template = TEMPLATES.get(kind)
         if template is None:
@@ -191,9 +205,16 @@ def cast_expr(expr: str, dtype: str) -> str:
 
 
 def composite_statements(
-    op: Composite, args: Sequence[str], in_dtypes: Sequence[str], fresh: Callable[[str], str]
+    op: Composite,
+    args: Sequence[str],
+    in_dtypes: Sequence[str],
+    fresh: Callable[[str], str],
+    vector_math: bool = False,
 ) -> tuple[list[str], list[str]]:
-    """Return the statements of a Composite's program and the names of its outputs."""
+    """Return the statements of a Composite's program and the names of its outputs.
+
+    ``vector_math``: as :func:`scalar_expr`'s (the program runs in a long loop).
+    """
     dtypes = op.slot_dtypes(*in_dtypes)
     slots = list(args)
     lines = []
@@ -202,14 +223,15 @@ def composite_statements(
         step_in = [slots[a] for a in step_args]
         if isinstance(step, Composite):  # a nested program: inline it
             inner, results = composite_statements(
-                step, step_in, [dtypes[a] for a in step_args], fresh
+                step, step_in, [dtypes[a] for a in step_args], fresh, vector_math
             )
             lines.extend(inner)
             slots.append(results[0])
             continue
         name = fresh("s")
         in_dt = [dtypes[a] for a in step_args]
-        lines.append(f"{name} = {scalar_expr(step, step_in, dtypes[slot], in_dt)}")
+        expr = scalar_expr(step, step_in, dtypes[slot], in_dt, vector_math)
+        lines.append(f"{name} = {expr}")
         slots.append(name)
     return lines, [slots[o] for o in op.outputs]
 
