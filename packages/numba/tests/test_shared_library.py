@@ -59,8 +59,8 @@ CASES = textwrap.dedent(
                           [rng.uniform(0.1, 5.0, 7)])
         m = kt.vector("m")
         i = kt.vector("i", dtype="int64")
-        out["indexing"] = ([m, i], [kt.inc_subtensor(m[i], 1.5), kt.set_subtensor(m[1:3], 0.0), m[i] * 2],
-                           [np.arange(5.0), np.array([0, 3, 3, 4])])
+        indexed = [kt.inc_subtensor(m[i], 1.5), kt.set_subtensor(m[1:3], 0.0), m[i] * 2]
+        out["indexing"] = ([m, i], indexed, [np.arange(5.0), np.array([0, 3, 3, 4])])
         a, b = kt.matrix("a"), kt.vector("b")
         s = kt.dot(a, a.T) + kt.eye(3) * 3.0
         out["linalg"] = ([a, b], [kt.dot(a, b), kt.cholesky(s), kt.solve(s, b)],
@@ -146,7 +146,9 @@ def test_a_new_process_loads_every_kind_of_function_without_numba(tmp_path):
         reference = kiln.function(inputs, outputs, mode=kiln.FAST_RUN.with_linker("vm"))(*values)
         for (dtype, got), want in zip(warm["results"][name]["values"], reference, strict=True):
             assert dtype == np.asarray(want).dtype.str, name
-            np.testing.assert_allclose(got, want, rtol=1e-6 if "f4" in dtype else 1e-13, err_msg=name)
+            np.testing.assert_allclose(
+                got, want, rtol=1e-6 if "f4" in dtype else 1e-13, err_msg=name
+            )
 
 
 # --- in this process ------------------------------------------------------------------

@@ -90,7 +90,7 @@ NUMBA = kiln.FAST_RUN.with_linker("numba")
 
 @pytest.mark.parametrize("n", [1, 7, 127, 128, 1000])
 def test_long_loops_match_the_vm(n):
-    """exp / log1p loops and sums of them (two passes), short and long, on Numba and the VM."""
+    """Loops of exp / log1p and sums of them (two passes), short and long, against the VM."""
     rng = np.random.default_rng(n)
     x, m = kt.vector("x"), kt.matrix("m")
     outputs = [

@@ -299,6 +299,7 @@ def test_sum_over_an_axis_of_unknown_length_is_left_alone():
         [node] = _sums([new])
         assert type(node.inputs[0].owner.op.scalar_op) in (Add, Sub), out
 
+
 # --- softplus and sigmoid of one variable ------------------------------------------------------
 
 EDGES = [-800.0, -40.0, -1.0, -0.0, 0.0, 1e-300, 0.5, 2.0, 40.0, 800.0, np.inf, -np.inf, np.nan]

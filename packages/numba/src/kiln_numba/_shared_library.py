@@ -168,7 +168,8 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
     cres = next(iter(dispatcher.overloads.values()))
     result = cres.signature.return_type
     if not isinstance(result, types.BaseTuple) or not all(
-        isinstance(t, types.Array) for t in result
+        isinstance(t, types.Array)
+        for t in result  # type: ignore[attr-defined]
     ):
         return None
     args = []
@@ -201,9 +202,7 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
     fndesc = cres.fndesc
     if fndesc.env_name not in {name for name, _, _ in envs}:
         return None
-    return _Compiled(
-        obj, fndesc.llvm_cpython_wrapper_name, fndesc.env_name, envs, args, helpers
-    )
+    return _Compiled(obj, fndesc.llvm_cpython_wrapper_name, fndesc.env_name, envs, args, helpers)
 
 
 #: The C-API functions Numba's code passes exception types to (``PyExc_*``, see
@@ -368,7 +367,7 @@ def _cpu_fingerprint() -> str:
 
 
 def _environment() -> dict[str, Any]:
-    """What a library's machine code depends on besides its source (checked at load)."""
+    """Return what a library's machine code depends on besides its source (checked at load)."""
     return {
         "format": FORMAT,
         "python": sys.implementation.cache_tag,
@@ -527,6 +526,7 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
     address = ctypes.cast(getattr(library, description["wrapper"]), ctypes.c_void_p).value
     module = ModuleType(module_name)
     env = envs[description["env"]]
-    fn = dynfunc.make_function(module, "kiln_fn", "kiln_fn (shared library)", address, env, (library,))
+    doc = "kiln_fn (shared library)"
+    fn = dynfunc.make_function(module, "kiln_fn", doc, address, env, (library,))
     args = [_Arg(np.dtype(d), n, layout) for d, n, layout in description["args"]]
     return SharedFunction(fn, args, (library, envs, module))

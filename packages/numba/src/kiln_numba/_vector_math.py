@@ -39,7 +39,7 @@ _jit = njit(error_model="numpy", inline="always")
 
 @intrinsic
 def _bits(typingctx: Any, x: Any) -> Any:
-    """The int64 with the bits of the float64 ``x``."""
+    """Return the int64 with the bits of the float64 ``x``."""
     if x != types.float64:
         return None
 
@@ -51,7 +51,7 @@ def _bits(typingctx: Any, x: Any) -> Any:
 
 @intrinsic
 def _from_bits(typingctx: Any, i: Any) -> Any:
-    """The float64 with the bits of the int64 ``i``."""
+    """Return the float64 with the bits of the int64 ``i``."""
     if i != types.int64:
         return None
 
@@ -93,7 +93,8 @@ def exp_f64(x: float) -> float:
     p = p * r + 1.0
     ki = np.int64(k)
     k1 = ki >> 1
-    y = p * _from_bits((k1 + 1023) << 52) * _from_bits((ki - k1 + 1023) << 52)
+    scale: float = _from_bits((k1 + 1023) << 52)  # type: ignore[call-arg]
+    y = p * scale * _from_bits((ki - k1 + 1023) << 52)  # type: ignore[call-arg]
     y = _INF if x > _EXP_MAX else y
     return x if x != x else y
 
@@ -102,9 +103,9 @@ def exp_f64(x: float) -> float:
 def log1p_f64(x: float) -> float:
     """Return ``log1p(x)`` (float64), vectorizable; within 1 ulp of the C library."""
     u = 1.0 + x
-    bits = _bits(u)
+    bits: int = _bits(u)  # type: ignore[call-arg]
     e = ((bits >> 52) & 0x7FF) - 1023
-    m = _from_bits((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)
+    m = _from_bits((bits & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)  # type: ignore[call-arg]
     big = m > 1.4142135623730951
     m = 0.5 * m if big else m
     e = e + 1 if big else e

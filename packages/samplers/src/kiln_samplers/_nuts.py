@@ -261,8 +261,7 @@ def run_chain(
 
         fn, user_data = native.fn, native.user_data
         python = kernel_pending() and (
-            3.0 * _python_step_overhead(state) * 2**settings.max_treedepth
-            <= _PYTHON_TRANSITION_S
+            3.0 * _python_step_overhead(state) * 2**settings.max_treedepth <= _PYTHON_TRANSITION_S
         )  # a Python transition's overhead is about 3 leapfrogs' per step
         kernel: Callable[..., float] = _UntilCompiled(compiled_sample_chunk, kernel_pending, python)
     else:
