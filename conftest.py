@@ -14,7 +14,8 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="kiln-test-cache-")
 os.environ["KILN_CACHE_DIR"] = _CACHE_DIR
 # Numba-compiled functions are not also linked into shared libraries (a C compiler run
 # per compile): packages/numba/tests/test_shared_library.py turns that on for its tests.
-os.environ["KILN_NUMBA_SHARED_LIBRARY"] = "0"
+# KILN_NUMBA_SHARED_LIBRARY=1 in the environment runs the whole suite with them.
+os.environ.setdefault("KILN_NUMBA_SHARED_LIBRARY", "0")
 
 import kiln_compile  # noqa: E402
 

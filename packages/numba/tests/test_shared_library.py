@@ -279,3 +279,17 @@ def test_the_argument_check_takes_exactly_the_compiled_types():
     fortran = _shared_library.checker([_shared_library._Arg(f8, 2, "F")])
     assert fortran((matrix.T,)) and not fortran((matrix,))
     assert _shared_library.checker([])(()) and not _shared_library.checker([])((scalar,))
+
+
+def test_a_library_missing_after_a_killed_process_is_built_by_the_next(shared):
+    """The first process exits without linking (killed): the next one, a Numba cache hit, links."""
+    f, _ = _compile(XV)
+    assert f.profile.stage2["cache"] == "miss"
+    _shared_library._queue.clear()  # as if the process had been killed before its exit
+    _forget_loaded()
+    g, _ = _compile(XV)
+    assert (g.profile.stage2["cache"], g.profile.stage2.get("loader")) == ("hit", None)
+    _shared_library.build_queued()
+    _forget_loaded()
+    h, _ = _compile(XV)
+    assert h.profile.stage2["loader"] == "shared library"

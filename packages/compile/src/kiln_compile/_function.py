@@ -204,16 +204,29 @@ class Function:
         self.mode = mode
         self.linker = linker
         self.trust_input = trust_input
-        self.profile = profile
+        self._profile = profile
         self._single = single_output
         self._explicit = fgraph.inputs[: fgraph.n_explicit]
         self._shared = fgraph.inputs[fgraph.n_explicit :]
         self._names = {v.name: i for i, v in enumerate(self._explicit) if v.name}
         self._types = [v.type for v in self._explicit]
         self._labels = [f"input {self._label(i)}" for i in range(len(self._explicit))]
+        self._set_direct()
+
+    def _set_direct(self) -> None:
         # Calls that need nothing but the thunk: trusted inputs, no shared values to
         # append, no updates to apply, no timing to record.
-        self._direct = trust_input and not self._shared and profile is None
+        self._direct = self.trust_input and not self._shared and self._profile is None
+
+    @property
+    def profile(self) -> Profile | None:
+        """The compile and call profile (``profile=True``), or None; set None to stop timing."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, profile: Profile | None) -> None:
+        self._profile = profile
+        self._set_direct()
 
     @property
     def inputs(self) -> tuple[Variable, ...]:

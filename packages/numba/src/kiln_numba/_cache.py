@@ -144,6 +144,19 @@ class _BesideModuleLocator(caching._SourceFileBackedLocatorMixin, caching._Cache
 class _KilnCacheImpl(caching.CompileResultCacheImpl):
     _locator_classes = [_BesideModuleLocator]
 
+    def rebuild(self, target_context: Any, payload: Any) -> Any:
+        """Return the cached compile result, its library keeping its object code.
+
+        Numba's loader hands the object code to LLVM and drops it; it stays on the
+        library for :mod:`kiln_numba._shared_library` (which links it into a shared
+        library when a process has none yet).
+        """
+        cres = super().rebuild(target_context, payload)
+        _name, kind, data = payload[0]
+        if kind == "object":
+            cres.library.kiln_object_code = data[0]
+        return cres
+
 
 class KilnFunctionCache(caching.FunctionCache):
     """Numba's per-function cache, checksummed and never fatal (see the module docstring)."""

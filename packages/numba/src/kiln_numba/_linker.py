@@ -294,11 +294,13 @@ class NumbaThunk:
         self._jit_fn = jit_fn
         self._load_dispatcher = load_dispatcher
         self._shared = None
+        self._shared_fn: Any = None
         self._shared_accepts: Callable[[Sequence[Any]], bool] | None = None
         if shared is not None:
             n_inputs = len(shared.args) - len(self.constants)
             if n_inputs >= 0 and shared.accepts(self.constants, start=n_inputs):
                 self._shared = shared
+                self._shared_fn = shared.fn
                 self._shared_accepts = _shared_library.checker(shared.args[:n_inputs])
 
     @property
@@ -325,7 +327,7 @@ class NumbaThunk:
         if self._first:
             return self._first_call(values)
         accepts = self._shared_accepts
-        fn = self._shared.fn if accepts is not None and accepts(values) else self.jit_fn  # type: ignore[union-attr]
+        fn = self._shared_fn if accepts is not None and accepts(values) else self.jit_fn
         try:
             return list(fn(*values, *self.constants))
         except KilnRuntimeError as exc:
@@ -383,8 +385,19 @@ class NumbaThunk:
                 self.stage2["note"] = f"rebuilt {len(stats.damaged)} damaged cache file(s)"
             if stats.write_errors and self.stage2["cache"] == "miss":
                 self.stage2["cache"] = "unwritable"
-        if self.stage2["cache"] == "miss" and "key" in self.stage2:
-            _shared_library.build_later(self.stage2["key"], _entry(self.stage2["key"]), jit_fn)
+        key = self.stage2.get("key")
+        outcome = self.stage2["cache"]
+        if key is not None and (
+            outcome == "miss"
+            or (
+                outcome == "hit"
+                and _shared_library.supported()
+                and not _shared_library.has_library(key)
+            )
+        ):
+            # Compiled now, or loaded by a process whose first one exited without
+            # building the library (killed): build it when this one exits.
+            _shared_library.build_later(key, _entry(key), jit_fn)
         return result
 
 

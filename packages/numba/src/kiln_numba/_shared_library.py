@@ -57,7 +57,7 @@ import numpy as np
 
 from kiln_compile import DiskCache, is_unwritable, mark_unwritable
 
-__all__ = ["SharedFunction", "build_later", "build_queued", "checker", "load"]
+__all__ = ["SharedFunction", "build_later", "build_queued", "checker", "has_library", "load"]
 
 #: Bumped when what :func:`build_later` writes changes meaning.
 FORMAT = 1
@@ -177,10 +177,14 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
         if not isinstance(t, types.Array) or not t.aligned:
             return None
         args.append(_Arg(as_dtype(t.dtype), t.ndim, t.layout))
+    library = cres.library
     try:
-        obj = cres.library._get_compiled_object()
-        variables = [gv.name for gv in cres.library._final_module.global_variables]
-    except Exception:  # noqa: BLE001  # a library Numba loaded from its cache has none
+        # Compiled in this process, or loaded from Numba's cache (kiln_numba._cache keeps
+        # the object code there), where the module is the one kept for linking.
+        obj = getattr(library, "kiln_object_code", None) or library._get_compiled_object()
+        module = getattr(library, "_shared_module", None) or library._final_module
+        variables = [gv.name for gv in module.global_variables]
+    except Exception:  # noqa: BLE001  # Numba's internals changed: no library
         return None
     # The Environments of the function and of everything linked into it (as Numba's
     # cache stores them: those it can cache); their constants are the dtypes of arrays
@@ -379,7 +383,7 @@ def _environment() -> dict[str, Any]:
 def _build(key: str, entry: Path, compiled: _Compiled) -> None:
     """Link and store the library of ``key`` in ``entry``; any failure leaves no library."""
     root = entry.parent.parent
-    if is_unwritable(root):
+    if is_unwritable(root) or not entry.is_dir():  # (the cache was cleared meanwhile)
         return
     tmp: str | None = None
     try:
@@ -413,6 +417,11 @@ def _build(key: str, entry: Path, compiled: _Compiled) -> None:
 _queue: list[tuple[str, Path, _Compiled]] = []
 _queue_lock = threading.Lock()
 _builds_at_exit = False
+
+
+def has_library(key: str) -> bool:
+    """Whether the shared library of ``key`` is described in the cache (built or not stale)."""
+    return DiskCache(_NAMESPACE).path(key).is_file()
 
 
 def build_later(key: str, entry: Path, dispatcher: Any) -> None:
