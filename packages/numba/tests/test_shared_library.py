@@ -293,3 +293,20 @@ def test_a_library_missing_after_a_killed_process_is_built_by_the_next(shared):
     _forget_loaded()
     h, _ = _compile(XV)
     assert h.profile.stage2["loader"] == "shared library"
+
+
+def test_the_entry_checks_arguments_in_c_and_refuses_others(shared):
+    """``checked`` calls the function for the compiled types, returns NotImplemented else."""
+    _built(XV)
+    g, _ = _compile(XV)
+    thunk = g.thunk
+    assert thunk._shared.checked is not None
+    constants = thunk.constants
+    got = thunk._shared.checked(XV, *constants)
+    np.testing.assert_array_equal(got[0], thunk._shared.fn(XV, *constants)[0])
+    metadata = XV.astype(np.dtype("float64", metadata={"unit": "m"}))
+    for value in (XV[::2], XV.astype("float32"), XV.reshape(1, 3), metadata, list(XV)):
+        assert thunk._shared.checked(value, *constants) is NotImplemented
+    assert thunk._shared.checked(*constants) is NotImplemented  # too few arguments
+    np.testing.assert_allclose(thunk([metadata])[0], np.exp(XV) * 2 + np.sum(np.sin(XV)))
+    assert thunk._jit_fn is None  # the Python check took the equal dtype: no Numba

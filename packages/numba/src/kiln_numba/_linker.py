@@ -261,6 +261,19 @@ def check_dtypes(fgraph: FunctionGraph) -> None:
         )
 
 
+def _with_builtin_dtype(value: Any) -> Any:
+    """Return ``value`` (an array) as a view with NumPy's own object for its dtype.
+
+    An unpickled array (a constant from the Stage-1 cache) can carry an equal dtype
+    that is another object, which the shared library's check in C, by identity, refuses.
+    """
+    if isinstance(value, np.ndarray):
+        builtin = np.dtype(value.dtype.str)
+        if value.dtype is not builtin and value.dtype == builtin:
+            return value.view(builtin)
+    return value
+
+
 class NumbaThunk:
     """The callable a Function runs: inputs in, outputs out, constants appended.
 
@@ -286,7 +299,7 @@ class NumbaThunk:
         shared: _shared_library.SharedFunction | None = None,
         load_dispatcher: Callable[[], Any] | None = None,
     ) -> None:
-        self.constants = tuple(constants)
+        self.constants = tuple(_with_builtin_dtype(c) for c in constants)
         self.source = generated.source
         self._generated = generated
         self.stage2: dict[str, Any] = stage2 if stage2 is not None else {}
@@ -295,12 +308,14 @@ class NumbaThunk:
         self._load_dispatcher = load_dispatcher
         self._shared = None
         self._shared_fn: Any = None
+        self._shared_call: Any = None
         self._shared_accepts: Callable[[Sequence[Any]], bool] | None = None
         if shared is not None:
             n_inputs = len(shared.args) - len(self.constants)
             if n_inputs >= 0 and shared.accepts(self.constants, start=n_inputs):
                 self._shared = shared
                 self._shared_fn = shared.fn
+                self._shared_call = shared.checked
                 self._shared_accepts = _shared_library.checker(shared.args[:n_inputs])
 
     @property
@@ -315,6 +330,7 @@ class NumbaThunk:
     def jit_fn(self, fn: Any) -> None:
         self._jit_fn = fn
         self._shared = None
+        self._shared_call = None
         self._shared_accepts = None
 
     def _callable(self, values: Sequence[Any]) -> Any:
@@ -326,9 +342,14 @@ class NumbaThunk:
     def __call__(self, values: Sequence[Any]) -> list[Any]:
         if self._first:
             return self._first_call(values)
-        accepts = self._shared_accepts
-        fn = self._shared_fn if accepts is not None and accepts(values) else self.jit_fn
         try:
+            call = self._shared_call  # checks the arguments in C: NotImplemented if others
+            if call is not None:
+                result = call(*values, *self.constants)
+                if result is not NotImplemented:
+                    return list(result)
+            accepts = self._shared_accepts
+            fn = self._shared_fn if accepts is not None and accepts(values) else self.jit_fn
             return list(fn(*values, *self.constants))
         except KilnRuntimeError as exc:
             raise self._error(exc) from None

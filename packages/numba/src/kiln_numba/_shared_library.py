@@ -60,7 +60,7 @@ from kiln_compile import DiskCache, is_unwritable, mark_unwritable
 __all__ = ["SharedFunction", "build_later", "build_queued", "checker", "has_library", "load"]
 
 #: Bumped when what :func:`build_later` writes changes meaning.
-FORMAT = 1
+FORMAT = 2
 _NAMESPACE = "numba-lib"
 #: Numba's C extensions holding the runtime functions the machine code calls, by the
 #: prefix Numba gives their symbols (``numba_<name>``, ``NRT_<name>``).
@@ -130,10 +130,15 @@ class SharedFunction:
 
     ``fn(*inputs, *constants)`` returns a tuple of arrays, like Numba's dispatcher, for
     arguments that :meth:`accepts` (only those: the wrapper checks no types).
+    ``checked(*inputs, *constants)`` (None where the layouts could not be confirmed)
+    checks them first, in C, and returns ``NotImplemented`` for others: arrays of
+    identical dtypes only (an equal dtype that is another object, such as one with
+    metadata, is for :meth:`accepts`).
     """
 
-    def __init__(self, fn: Any, args: list[_Arg], keepalive: tuple[Any, ...]) -> None:
+    def __init__(self, fn: Any, checked: Any, args: list[_Arg], keepalive: tuple[Any, ...]) -> None:
         self.fn = fn
+        self.checked = checked
         self.args = args
         self._keepalive = keepalive
 
@@ -312,6 +317,59 @@ PyObject *numba_unpickle(const char *data, int n, const char *hashed) {
     return obj;
 }
 """
+#: The library's entry point: checks the arguments' types in C (what Numba's dispatcher
+#: does before it picks a compiled version), then calls Numba's CPython wrapper, or returns
+#: ``NotImplemented`` for arguments of other types (the caller gives them to Numba). The
+#: layouts are CPython's (object header, tuple) and NumPy's array object (stable since
+#: NumPy 1.7, NumPy 2 included); :func:`_map` checks them on a probe array before it
+#: uses the entry. The tables are filled at load, for up to 256 arguments.
+_ENTRY_C = r"""
+typedef long Py_ssize_t;
+typedef struct { Py_ssize_t refcount; void *type; } Object;
+typedef struct { Object head; Py_ssize_t size; Object *items[1]; } Tuple;
+typedef struct {
+    Object head; char *data; int nd; Py_ssize_t *dimensions; Py_ssize_t *strides;
+    Object *base; Object *descr; int flags;
+} Array;
+typedef Object *(*Wrapper)(Object *closure, Object *args, Object *kws);
+
+#define KILN_MAX_ARGS 256
+Wrapper kiln_wrapper;
+void *kiln_array_type;
+Object *kiln_not_implemented;
+long kiln_nargs;
+Object *kiln_descr[KILN_MAX_ARGS];
+int kiln_nd[KILN_MAX_ARGS];
+int kiln_flags[KILN_MAX_ARGS];
+
+Object *kiln_checked_call(Object *closure, Object *args, Object *kws) {
+    Tuple *t = (Tuple *)args;
+    if (kws == 0 && t->size == kiln_nargs) {
+        long i;
+        for (i = 0; i < kiln_nargs; i++) {
+            Array *a = (Array *)t->items[i];
+            if (a->head.type != kiln_array_type || a->nd != kiln_nd[i]
+                || a->descr != kiln_descr[i] || (a->flags & kiln_flags[i]) != kiln_flags[i])
+                break;
+        }
+        if (i == kiln_nargs) return kiln_wrapper(closure, args, kws);
+    }
+    kiln_not_implemented->refcount++;
+    return kiln_not_implemented;
+}
+
+/* For the loader's check of the layouts: an array's nd, flags and descr address. */
+long kiln_probe(Object *obj, long what) {
+    Array *a = (Array *)obj;
+    if (what == 0) return a->nd;
+    if (what == 1) return a->flags;
+    if (what == 2) return (long)a->descr;
+    return (long)a->head.type;
+}
+"""
+#: NumPy's array flags the entry requires per layout (``NPY_ARRAY_ALIGNED`` always).
+_FLAGS = {"C": 0x0001 | 0x0100, "F": 0x0002 | 0x0100, "A": 0x0100}
+
 #: The runtime functions the library defines itself (the others are trampolines).
 _DEFINED = frozenset({"numba_unpickle"})
 
@@ -339,8 +397,8 @@ def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str
         raise subprocess.SubprocessError(f"an exception that is not a builtin: {cells}")
     stubs = folder / "trampolines.s"
     stubs.write_text(_assembly(helpers, wrapped, cells))
-    unpickle = folder / "unpickle.c"
-    unpickle.write_text(_UNPICKLE_C)
+    unpickle = folder / "runtime.c"
+    unpickle.write_text(_UNPICKLE_C + _ENTRY_C)
     out = folder / "kiln_fn.so"
     # Numba's JIT code model has absolute relocations in its text: allowed (-z notext).
     command = ["cc", "-shared", "-O2", "-fPIC", "-Wl,-z,notext", "-o", str(out)]
@@ -533,9 +591,47 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
         env.consts[:] = consts
         ctypes.c_void_p.in_dll(library, symbol).value = id(env)
     address = ctypes.cast(getattr(library, description["wrapper"]), ctypes.c_void_p).value
+    if not address:
+        raise ValueError(f"no function {description['wrapper']} in {path}")
     module = ModuleType(module_name)
     env = envs[description["env"]]
     doc = "kiln_fn (shared library)"
     fn = dynfunc.make_function(module, "kiln_fn", doc, address, env, (library,))
     args = [_Arg(np.dtype(d), n, layout) for d, n, layout in description["args"]]
-    return SharedFunction(fn, args, (library, envs, module))
+    checked = None
+    if len(args) <= _MAX_ARGS and _layouts_agree(library):
+        _fill_entry(library, address, args)
+        entry_address = ctypes.cast(library.kiln_checked_call, ctypes.c_void_p).value
+        checked = dynfunc.make_function(module, "kiln_fn", doc, entry_address, env, (library,))
+    return SharedFunction(fn, checked, args, (library, envs, module))
+
+
+_MAX_ARGS = 256  # KILN_MAX_ARGS of _ENTRY_C
+
+
+def _layouts_agree(library: ctypes.CDLL) -> bool:
+    """Whether the entry's view of an array (nd, flags, dtype, type) is NumPy's here."""
+    probe = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.py_object, ctypes.c_long)(
+        ("kiln_probe", library)
+    )
+    arrays = (np.zeros((2, 4))[:, ::2], np.zeros(3, dtype=np.int32), np.zeros(()))
+    return all(
+        (probe(a, 0), probe(a, 1), probe(a, 2), probe(a, 3))
+        == (a.ndim, a.flags.num, id(a.dtype), id(np.ndarray))
+        for a in arrays
+    )
+
+
+def _fill_entry(library: ctypes.CDLL, wrapper: int, args: Sequence[_Arg]) -> None:
+    """Give the entry Numba's wrapper and the types it checks the arguments against."""
+    ctypes.c_void_p.in_dll(library, "kiln_wrapper").value = wrapper
+    ctypes.c_void_p.in_dll(library, "kiln_array_type").value = id(np.ndarray)
+    ctypes.c_void_p.in_dll(library, "kiln_not_implemented").value = id(NotImplemented)
+    descr = (ctypes.c_void_p * _MAX_ARGS).in_dll(library, "kiln_descr")
+    nd = (ctypes.c_int * _MAX_ARGS).in_dll(library, "kiln_nd")
+    flags = (ctypes.c_int * _MAX_ARGS).in_dll(library, "kiln_flags")
+    for i, arg in enumerate(args):
+        descr[i] = id(arg.dtype)  # NumPy's builtin dtypes are singletons
+        nd[i] = arg.ndim
+        flags[i] = _FLAGS[arg.layout]
+    ctypes.c_long.in_dll(library, "kiln_nargs").value = len(args)
