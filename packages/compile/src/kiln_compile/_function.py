@@ -185,8 +185,6 @@ class Function:
     thunk
         The backend's raw callable: a list of input values (explicit inputs, then
         shared values) in, a list of output values out, with no checks.
-    profile
-        A :class:`Profile` when compiled with ``profile=True``.
     """
 
     def __init__(
@@ -220,7 +218,10 @@ class Function:
 
     @property
     def profile(self) -> Profile | None:
-        """The compile and call profile (``profile=True``), or None; set None to stop timing."""
+        """A :class:`Profile` when compiled with ``profile=True``, else None.
+
+        Setting it to None stops the timing of calls (they then take the direct path).
+        """
         return self._profile
 
     @profile.setter
