@@ -342,15 +342,18 @@ class NumbaThunk:
     def __call__(self, values: Sequence[Any]) -> list[Any]:
         if self._first:
             return self._first_call(values)
+        # One tuple of arguments (a Function's direct calls pass a tuple): cheaper than
+        # unpacking two sequences into the call.
+        args = (values if type(values) is tuple else tuple(values)) + self.constants
         try:
             call = self._shared_call  # checks the arguments in C: NotImplemented if others
             if call is not None:
-                result = call(*values, *self.constants)
+                result = call(*args)
                 if result is not NotImplemented:
                     return list(result)
             accepts = self._shared_accepts
             fn = self._shared_fn if accepts is not None and accepts(values) else self.jit_fn
-            return list(fn(*values, *self.constants))
+            return list(fn(*args))
         except KilnRuntimeError as exc:
             raise self._error(exc) from None
 
