@@ -366,30 +366,27 @@ class NumbaThunk:
             return self._generated.error(int(exc.args[0]), vars(kiln_graph))
         return self._generated.error(int(exc.args[0]), namespace.__globals__)
 
-    def _first_call(self, values: Sequence[Any]) -> list[Any]:
-        """Call once, recording whether Numba compiled, loaded from disk or had it."""
-        fn = self._callable(values)
-        if self._shared is not None and fn is self._shared.fn:
-            start = time.perf_counter()
-            try:
-                result = list(fn(*values, *self.constants))
-            except KilnRuntimeError as exc:
-                raise self._error(exc) from None
-            finally:
-                self.stage2["first_call_s"] = time.perf_counter() - start
-            self._first = False
-            self.stage2["compiled"] = False
-            return result
-        jit_fn = fn
-        hits, misses, _ = _counts(jit_fn)
+    def _timed_call(self, fn: Any, values: Sequence[Any]) -> list[Any]:
+        """Call ``fn`` once, recording its time as the first call's."""
         start = time.perf_counter()
         try:
-            result = list(jit_fn(*values, *self.constants))
+            return list(fn(*values, *self.constants))
         except KilnRuntimeError as exc:
             raise self._error(exc) from None
         finally:
             self.stage2["first_call_s"] = time.perf_counter() - start
-        self._first = False
+            self._first = False
+
+    def _first_call(self, values: Sequence[Any]) -> list[Any]:
+        """Call once, recording whether Numba compiled, loaded from disk or had it."""
+        fn = self._callable(values)
+        if self._shared is not None and fn is self._shared.fn:
+            result = self._timed_call(fn, values)
+            self.stage2["compiled"] = False
+            return result
+        jit_fn = fn
+        hits, misses, _ = _counts(jit_fn)
+        result = self._timed_call(jit_fn, values)
         new_hits, new_misses, _ = _counts(jit_fn)
         compiled = new_misses > misses
         self.stage2["compiled"] = compiled

@@ -14,18 +14,28 @@ millisecond, without importing Numba:
   reaches them through trampolines (``jmp *slot``) whose slots :func:`load` fills with
   their addresses, read from those extensions' ``c_helpers``; the extensions are loaded
   from their files, without Numba's package (a later ``import numba`` reuses them).
-- The wrapper reads its constants (the outputs' dtypes) from a Numba ``Environment``
-  whose address goes into the library's environment variable, and
+- ``numba_unpickle``, which the wrapper calls at every call (for ``numpy.ndarray``, to
+  box outputs), is the library's own, memoized per constant in C; Numba's goes through
+  ``numba.core.serialize`` (importing Numba) and a Python call each time. Numba's code
+  takes the symbol ``PyExc_<name>`` as the exception type itself, where CPython's is a
+  pointer to it: those symbols are cells of the library, filled at load, and the
+  C-API functions that receive exception types translate them (:func:`_assembly`).
+- The wrapper reads its constants (the outputs' dtypes) from Numba ``Environment``
+  objects whose addresses go into the library's environment variables, and
   ``_dynfunc.make_function`` turns it into a Python function, as in Numba.
-- The wrapper checks no types: :meth:`SharedFunction.accepts` checks that arguments have
-  the types it was compiled for (dtype, dimensions, layout, alignment). The caller gives
-  other arguments to Numba's dispatcher, which compiles for them.
+- The wrapper checks no types. The library's entry point (``SharedFunction.checked``)
+  checks them in C first, as Numba's dispatcher does: array class, dimensions, dtype
+  (the same object), alignment and layout, and returns ``NotImplemented`` for other
+  arguments; :func:`checker` is the same check in Python, for dtypes that are equal
+  but other objects. The caller gives the rest to Numba's dispatcher, which compiles
+  for them.
 
 The library is a file of the module's cache entry (``kiln_fn-<digest>.so``, named by
-its content, so two processes building it at once never mix their files); its description (the
-symbols, the constants, the argument types, the library's SHA-256) is an entry of kiln's
-disk cache (namespace ``numba-lib``, keyed like the module): checksummed, written
-atomically, and a library whose digest differs is never mapped. It is built only where
+its content, so two processes building it at once never mix their files); its
+description (the symbols, the constants, the argument types, the library's SHA-256, the
+CPU, Python and NumPy it was built for) is an entry of kiln's disk cache (namespace
+``numba-lib``, keyed like the module): checksummed, written atomically, and a library
+whose digest differs is never mapped. It is built only where
 it is tested, Linux on x86-64 with ``cc`` and ``nm``, for functions whose arguments and
 results are arrays; anything else, or anything that fails, leaves the function to Numba,
 as does ``KILN_NUMBA_SHARED_LIBRARY=0``.

@@ -23,6 +23,7 @@ each).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,11 @@ _LOG2E = 1.4426950408889634
 _LN2_HI = float.fromhex("0x1.62e42fee00000p-1")
 _LN2_LO = float.fromhex("0x1.a39ef35793c76p-33")
 _EXP_MAX = 709.782712893384  # exp overflows above this
+#: exp(r) = sum r**k / k!, k = 13 .. 0 (Horner's order).
+_EXP_TAYLOR = tuple(1.0 / math.factorial(k) for k in range(13, -1, -1))
+#: log(1 + f) = f - (f**2/2 - s (f**2/2 + z q(z))) with q(z) = sum 2 z**k / (2k + 3),
+#: k = 11 .. 0 (Horner's order), z = s**2.
+_ATANH_TAYLOR = tuple(2.0 / (2 * k + 3) for k in range(11, -1, -1))
 _INF = np.inf
 
 
@@ -77,20 +83,9 @@ def exp_f64(x: float) -> float:
     xc = xc if xc < 710.0 else 710.0
     k = np.floor(xc * _LOG2E + 0.5)
     r = (xc - k * _LN2_HI) - k * _LN2_LO
-    p = 1.0 / 6227020800.0
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
+    p = 0.0
+    for c in _EXP_TAYLOR:  # Horner's rule
+        p = p * r + c
     ki = np.int64(k)
     k1 = ki >> 1
     scale: float = _from_bits((k1 + 1023) << 52)  # type: ignore[call-arg]
@@ -112,18 +107,9 @@ def log1p_f64(x: float) -> float:
     f = m - 1.0
     s = f / (2.0 + f)
     z = s * s
-    q = 2.0 / 25.0
-    q = q * z + 2.0 / 23.0
-    q = q * z + 2.0 / 21.0
-    q = q * z + 2.0 / 19.0
-    q = q * z + 2.0 / 17.0
-    q = q * z + 2.0 / 15.0
-    q = q * z + 2.0 / 13.0
-    q = q * z + 2.0 / 11.0
-    q = q * z + 2.0 / 9.0
-    q = q * z + 2.0 / 7.0
-    q = q * z + 2.0 / 5.0
-    q = q * z + 2.0 / 3.0
+    q = 0.0
+    for c in _ATANH_TAYLOR:
+        q = q * z + c
     half_f2 = 0.5 * f * f
     log_m = f - (half_f2 - s * (half_f2 + z * q))
     c = (x - (u - 1.0)) / u
