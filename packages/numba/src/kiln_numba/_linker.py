@@ -191,15 +191,18 @@ def module_name(key: str) -> str:
     return f"kiln_numba_gen_{key[:24]}"
 
 
-def load_function(fgraph: FunctionGraph, gen: Generated) -> tuple[Any, dict[str, Any]]:
+def load_function(
+    fgraph: FunctionGraph, gen: Generated, key: str | None = None
+) -> tuple[Any, dict[str, Any]]:
     """Return the njit dispatcher of ``gen`` and what Stage 2 found in the cache.
 
     The dispatcher comes from this process's modules when the same source was loaded
     before, else from the module file in the cache (written if needed), else from an
     in-memory module. The returned dict holds ``"key"``, ``"module"`` and ``"cache"``
     (``"memory"`` when loaded in this process; otherwise completed at the first call).
+    ``key`` is :func:`stage2_key`'s, when the caller has it.
     """
-    key = stage2_key(fgraph, gen)
+    key = key if key is not None else stage2_key(fgraph, gen)
     name = module_name(key)
     info: dict[str, Any] = {"key": key}
     loaded = sys.modules.get(name)
@@ -370,12 +373,13 @@ class NumbaThunk:
         """Call ``fn`` once, recording its time as the first call's."""
         start = time.perf_counter()
         try:
-            return list(fn(*values, *self.constants))
+            result = list(fn(*values, *self.constants))
         except KilnRuntimeError as exc:
             raise self._error(exc) from None
         finally:
             self.stage2["first_call_s"] = time.perf_counter() - start
-            self._first = False
+        self._first = False  # a first call that raised is a first call again
+        return result
 
     def _first_call(self, values: Sequence[Any]) -> list[Any]:
         """Call once, recording whether Numba compiled, loaded from disk or had it."""
@@ -464,10 +468,10 @@ class NumbaLinker:
                 gen,
                 info,
                 shared=shared,
-                load_dispatcher=lambda: load_function(fgraph, gen)[0],
+                load_dispatcher=lambda: load_function(fgraph, gen, key)[0],
             )
         else:
-            jit_fn, info = load_function(fgraph, gen)
+            jit_fn, info = load_function(fgraph, gen, key)
             thunk = NumbaThunk(jit_fn, gen.constants, gen, info)
         if profile is not None:
             profile.stage2 = info

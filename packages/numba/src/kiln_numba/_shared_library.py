@@ -407,13 +407,13 @@ def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str
         raise subprocess.SubprocessError(f"an exception that is not a builtin: {cells}")
     stubs = folder / "trampolines.s"
     stubs.write_text(_assembly(helpers, wrapped, cells))
-    unpickle = folder / "runtime.c"
-    unpickle.write_text(_UNPICKLE_C + _ENTRY_C)
+    runtime = folder / "runtime.c"
+    runtime.write_text(_UNPICKLE_C + _ENTRY_C)
     out = folder / "kiln_fn.so"
     # Numba's JIT code model has absolute relocations in its text: allowed (-z notext).
     command = ["cc", "-shared", "-O2", "-fPIC", "-Wl,-z,notext", "-o", str(out)]
     subprocess.run(
-        [*command, str(obj), str(stubs), str(unpickle), "-lm"],
+        [*command, str(obj), str(stubs), str(runtime), "-lm"],
         capture_output=True,
         check=True,
         timeout=_COMPILE_TIMEOUT_S,
