@@ -9,6 +9,7 @@ import pytest
 from numba import njit
 
 import kiln_samplers as ks
+from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
 
@@ -99,8 +100,10 @@ def test_the_python_and_numba_kernels_make_valid_draws_from_one_seed():
 def test_chains_that_start_in_python_while_the_kernel_compiles_continue_bit_for_bit(
     monkeypatch,
 ):
-    """The Python pieces before the compiled kernel is ready change no draw."""
-    from kiln_samplers import _numba_nuts
+    """The Python pieces before the Numba kernel is ready change no draw."""
+    from kiln_samplers import _c_nuts, _numba_nuts
+
+    monkeypatch.setattr(_c_nuts, "sample_chunk_for", lambda *args: None)  # no C compiler
 
     kwargs = dict(draws=150, tune=150, chains=2, random_seed=4, native=Native(), progressbar=False)
     compiled = ks.sample_nuts(Gaussian(), **kwargs)
@@ -269,3 +272,142 @@ def test_prefetch_compiles_the_kernel_in_another_process(tmp_path):
     second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     assert second.stdout.split() == ["True", "False", "1", "True"]
+
+
+# kiln's C kernel: the same draws as the Python and Numba kernels, and its cache.
+
+_needs_cc = pytest.mark.skipif(_c_nuts._compiler() is None, reason="no C compiler")
+
+
+def _chunk(sample_chunk, seed, adapt_step_size, collect_variance, n_draws=200, max_depth=10):
+    """Run ``sample_chunk`` on the 4-d Gaussian from one state; return everything it wrote."""
+    user_data = np.zeros(1, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    q = np.array([0.1, 0.2, 0.3, 0.4])
+    grad = np.empty(4)
+    logp = _gaussian_native(q, grad, user_data)
+    adapt = np.array([np.log(0.3), 0.0, 0.0, 0.0, np.log(3.0)])
+    welford = np.zeros((3, 4))
+    draws, stats = np.empty((n_draws, 4)), np.empty((n_draws, core.N_STATS))
+    logp = sample_chunk(
+        _gaussian_native, user_data, rng, q, grad, logp, np.array([1.0, 0.01, 9.0, 400.0]),
+        adapt, welford, n_draws, draws, stats, 0.8, max_depth, 1000.0, adapt_step_size,
+        collect_variance,
+    )  # fmt: skip
+    return [logp, q, grad, adapt, welford, draws, stats, rng.random()]
+
+
+@_needs_cc
+@pytest.mark.parametrize(("adapt_step_size", "collect_variance"), [(True, True), (False, False)])
+@_needs_cc
+def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(
+    adapt_step_size, collect_variance
+):
+    c_chunk = _c_nuts.sample_chunk_for(_gaussian_native, np.zeros(1, np.int64), np.zeros(4))
+    assert c_chunk is not None, _c_nuts._state.error
+    for seed in (0, 1):
+        expected = _chunk(core.sample_chunk, seed, adapt_step_size, collect_variance)
+        got = _chunk(c_chunk, seed, adapt_step_size, collect_variance)
+        for a, b in zip(expected, got, strict=True):
+            np.testing.assert_array_equal(a, b)  # the generator too: the same numbers drawn
+
+
+@_needs_cc
+def test_the_c_and_numba_kernels_make_the_same_chains(monkeypatch):
+    kwargs = dict(draws=300, tune=300, chains=2, random_seed=8, native=Native(), progressbar=False)
+    c = ks.sample_nuts(Gaussian(), **kwargs)
+    _check_posterior(ks.sample_nuts(Gaussian(), **{**kwargs, "draws": 1000, "tune": 1000}))
+    monkeypatch.setattr(_c_nuts, "sample_chunk_for", lambda *args: None)
+    numba = ks.sample_nuts(Gaussian(), **kwargs)
+    np.testing.assert_array_equal(c.unconstrained, numba.unconstrained)
+    for name in ks.STAT_NAMES:
+        np.testing.assert_array_equal(c.sample_stats[name], numba.sample_stats[name])
+
+
+@njit(ks.LOGP_GRAD_SIGNATURE)
+def _walled_native(x, grad, user_data):
+    if x[0] > 0.5:
+        raise ValueError("a wall at 0.5")
+    grad[0] = -x[0]
+    return -0.5 * x[0] * x[0]
+
+
+class _Walled(Gaussian):
+    ndim = 1
+
+    def initial_point(self, seed=None):
+        return np.array([-0.5])
+
+
+class _WalledNative(Native):
+    def __init__(self):
+        super().__init__()
+        self.fn = _walled_native
+
+
+@_needs_cc
+def test_an_error_raised_by_the_model_rejects_the_point_in_c(capfd):
+    trace = ks.sample_nuts(
+        _Walled(), draws=300, tune=300, chains=1, random_seed=2, native=_WalledNative(),
+        progressbar=False,
+    )  # fmt: skip
+    x = trace.posterior["x"].ravel()
+    assert x.max() <= 0.5 and trace.sample_stats["diverging"].sum() > 0
+    assert "Exception" not in capfd.readouterr().err  # nothing printed per rejected point
+
+
+def _fresh_state(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_c_nuts, "_state", _c_nuts._State())
+
+
+@_needs_cc
+def test_the_library_is_built_once_and_a_damaged_one_is_built_again(monkeypatch, tmp_path):
+    _fresh_state(monkeypatch, tmp_path)
+    assert _c_nuts.library() is not None
+    path = _c_nuts._state.path
+    assert path.parent == tmp_path / "samplers" and _c_nuts._is_valid(path)
+    mtime = path.stat().st_mtime_ns
+    _fresh_state(monkeypatch, tmp_path)
+    assert _c_nuts.library() is not None and path.stat().st_mtime_ns == mtime  # reused
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged = path.with_name("damaged")
+    damaged.write_bytes(bytes(data))
+    damaged.replace(path)  # a new file: this process has the old one mapped
+    assert not _c_nuts._is_valid(path)
+    _fresh_state(monkeypatch, tmp_path)
+    assert _c_nuts.library() is not None and _c_nuts._is_valid(path)
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".nuts-")]  # no leftovers
+
+
+@_needs_cc
+def test_a_cache_that_cannot_be_written_builds_in_a_temporary_folder(monkeypatch, tmp_path):
+    root = tmp_path / "not-a-folder"
+    root.write_text("")  # the cache root is a file (works as root too, unlike chmod)
+    _fresh_state(monkeypatch, root)
+    assert _c_nuts.library() is not None
+    assert root not in _c_nuts._state.path.parents and _c_nuts._is_valid(_c_nuts._state.path)
+
+
+@_needs_cc
+def test_without_a_c_compiler_the_numba_kernel_runs(monkeypatch, tmp_path):
+    _fresh_state(monkeypatch, tmp_path)
+    monkeypatch.setattr(_c_nuts, "_compiler", lambda: None)
+    assert _c_nuts.prefetch() is False
+    assert _c_nuts.sample_chunk_for(_gaussian_native, np.zeros(1, np.int64), np.zeros(4)) is None
+    assert "no C compiler" in _c_nuts._state.error
+    trace = ks.sample_nuts(
+        Gaussian(), draws=100, tune=100, chains=1, random_seed=1, native=Native(),
+        progressbar=False,
+    )  # fmt: skip
+    assert trace.unconstrained.shape == (1, 100, 4)
+
+
+@_needs_cc
+def test_a_compiler_that_fails_leaves_the_numba_kernel(monkeypatch, tmp_path):
+    _fresh_state(monkeypatch, tmp_path)
+    monkeypatch.setattr(_c_nuts, "_FLAGS", (*_c_nuts._FLAGS, "-DKILN_NOT_A_FLAG", "--no-such"))
+    assert _c_nuts.library() is None
+    assert "failed" in _c_nuts._state.error
+    assert not list((tmp_path / "samplers").iterdir())  # nothing half-written

@@ -134,7 +134,7 @@ def get_engine(name: Any) -> Engine:
 
 
 def run_kiln(run: EngineRun) -> EngineResult:
-    """Kiln's own NUTS: the compiled Numba kernel on the Numba backend, Python otherwise."""
+    """Kiln's own NUTS: a compiled kernel on the Numba backend, Python otherwise."""
     options = dict(run.options)
     settings = kiln_samplers.NutsSettings(target_accept=run.target_accept, **options)
     start = time.perf_counter()

@@ -2,10 +2,11 @@
 
 ``init_chain`` makes a :class:`ChainState`; ``run_chain`` advances it through warm-up
 (Stan's windowed adaptation of a diagonal mass matrix and dual-averaging step size)
-and sampling, in chunks: each chunk runs in compiled code (the Numba kernel, calling
-the model's native log-density, GIL released) or, for models without one, in Python
-calling ``model.logp_dlogp``. While the kernel's first compile is still running in the
-background, the chunks run the same functions in Python on the native log-density
+and sampling, in chunks: each chunk runs in compiled code (a kernel calling the model's
+native log-density, GIL released) or, for models without one, in Python calling
+``model.logp_dlogp``. The kernel is C (:mod:`kiln_samplers._c_nuts`), or Numba's
+without a C compiler; while Numba's first compile is still running in the background,
+the chunks run the same functions in Python on the native log-density
 (:class:`_UntilCompiled`). Between chunks the schedule is applied and progress
 reported, and a stop request ends the chain early.
 """
@@ -229,14 +230,40 @@ def _restart_step_size(state: ChainState, eps: float) -> None:
 
 
 def prefetch_native_kernel() -> None:
-    """Start compiling the Numba NUTS kernel in the background when no cache holds it.
+    """Start building the compiled NUTS kernel in the background when no cache holds it.
 
     Call it before compiling a model whose native log-density will feed the kernel:
-    both compiles then run at once, on two cores (see :mod:`kiln_samplers._numba_nuts`).
+    both compiles then run at once, on two cores. The kernel is the C one
+    (:mod:`kiln_samplers._c_nuts`, about 0.3 s); without a C compiler, the Numba one
+    (:mod:`kiln_samplers._numba_nuts`, seconds).
     """
-    from kiln_samplers._numba_nuts import prefetch
+    from kiln_samplers import _c_nuts
 
-    prefetch()
+    if not _c_nuts.prefetch():
+        from kiln_samplers._numba_nuts import prefetch
+
+        prefetch()
+
+
+def _native_kernel(native: NativeLogpGrad, state: ChainState, settings: NutsSettings) -> Any:
+    """Return the compiled ``sample_chunk`` for ``native``: C, or else Numba's.
+
+    Numba's may still be compiling in the background (no C compiler): the chain then
+    starts in Python (:class:`_UntilCompiled`).
+    """
+    from kiln_samplers._c_nuts import sample_chunk_for
+
+    kernel = sample_chunk_for(native.fn, native.user_data, state.q)
+    if kernel is not None:
+        return kernel
+    # Numba is optional (a model without a native log-density runs in Python): the
+    # kernel's module imports it, so it is imported only when used.
+    from kiln_samplers._numba_nuts import compiled_sample_chunk, kernel_pending
+
+    python = kernel_pending() and (
+        3.0 * _python_step_overhead(state) * 2**settings.max_treedepth <= _PYTHON_TRANSITION_S
+    )  # a Python transition's overhead is about 3 leapfrogs' per step
+    return _UntilCompiled(compiled_sample_chunk, kernel_pending, python)
 
 
 def run_chain(
@@ -254,16 +281,9 @@ def run_chain(
     ``progress(n_new, stats_of_new, tuning)`` is called after each chunk; setting ``stop`` ends
     the chain after the current chunk (the result then holds what was drawn).
     """
+    kernel: Callable[..., float]
     if native is not None:
-        # Numba is optional (a model without a native log-density runs in Python): the
-        # kernel's module imports it, so it is imported only when used.
-        from kiln_samplers._numba_nuts import compiled_sample_chunk, kernel_pending
-
-        fn, user_data = native.fn, native.user_data
-        python = kernel_pending() and (
-            3.0 * _python_step_overhead(state) * 2**settings.max_treedepth <= _PYTHON_TRANSITION_S
-        )  # a Python transition's overhead is about 3 leapfrogs' per step
-        kernel: Callable[..., float] = _UntilCompiled(compiled_sample_chunk, kernel_pending, python)
+        kernel, fn, user_data = _native_kernel(native, state, settings), native.fn, native.user_data
     else:
         kernel, fn, user_data = core.sample_chunk, _python_fn(model), None
     n = state.q.shape[0]

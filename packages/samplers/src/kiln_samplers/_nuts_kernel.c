@@ -1,0 +1,266 @@
+/* kiln's NUTS transition in C: the functions of kiln_samplers/_nuts_core.py, line by line.
+ *
+ * Compiled by kiln_samplers._c_nuts with the system's C compiler (about 0.3 s, once per
+ * installation: the library is cached). It computes exactly what _nuts_core computes
+ * (the same arithmetic in the same order, -ffp-contract=off) and draws the same numbers
+ * from the chain's NumPy generator (numpy's own random_standard_normal, from
+ * libnpyrandom, and next_double), so a chain continues bit for bit whichever of the
+ * Python, Numba and C kernels runs a chunk.
+ *
+ * The model's log-density is a function compiled by Numba with the signature
+ * float64(float64[::1], float64[::1], int64[::1]), called through Numba's native
+ * calling convention (what Numba's own first-class function calls use): a status
+ * return, a pointer to the result, a pointer to the exception info, then each array
+ * argument as its data-model fields (meminfo, parent, nitems, itemsize, data, shape,
+ * strides). A status other than 0 is an exception raised by the model: the point is
+ * rejected (log-density -inf), as in _nuts_core.leapfrog.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "numpy/random/bitgen.h"
+
+double random_standard_normal(bitgen_t *bitgen_state);
+
+typedef int32_t (*numba_logp_grad)(
+    double *ret, void **excinfo,
+    void *x_meminfo, void *x_parent, int64_t x_nitems, int64_t x_itemsize, double *x_data,
+    int64_t x_shape, int64_t x_stride,
+    void *g_meminfo, void *g_parent, int64_t g_nitems, int64_t g_itemsize, double *g_data,
+    int64_t g_shape, int64_t g_stride,
+    void *u_meminfo, void *u_parent, int64_t u_nitems, int64_t u_itemsize, int64_t *u_data,
+    int64_t u_shape, int64_t u_stride);
+
+/* Slots of a stats row and of the step-size state (as in _nuts_core). */
+enum { DIVERGING, ENERGY, ENERGY_ERROR, MAX_ENERGY_ERROR, TREE_DEPTH, N_STEPS, STEP_SIZE,
+       ACCEPT, LP, N_STATS };
+enum { LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU };
+static const double GAMMA = 0.05, T0 = 10.0, KAPPA = 0.75;
+
+typedef struct {
+    numba_logp_grad fn;
+    int64_t *user_data;
+    int64_t user_data_len;
+    int64_t n;
+} model_t;
+
+static double next_double(bitgen_t *rng) { return rng->next_double(rng->state); }
+
+static double kinetic(const double *p, const double *inv_mass, int64_t n) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++) total += p[i] * p[i] * inv_mass[i];
+    return 0.5 * total;
+}
+
+static int is_turning(const double *p_left, const double *p_right, const double *p_sum,
+                      const double *inv_mass, int64_t n) {
+    double left = 0.0, right = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double rho = p_sum[i] - 0.5 * (p_left[i] + p_right[i]);
+        left += inv_mass[i] * p_left[i] * rho;
+        right += inv_mass[i] * p_right[i] * rho;
+    }
+    return left <= 0.0 || right <= 0.0;
+}
+
+static double log_add_exp(double a, double b) {
+    if (a == b) return a + log(2.0);
+    if (a < b) { double t = a; a = b; b = t; }
+    if (b == -INFINITY) return a;
+    return a + log1p(exp(b - a));
+}
+
+static double min0(double x) { return x < 0.0 ? x : 0.0; } /* Python's min(0.0, x) */
+
+/* logp = fn(x, grad, user_data); -inf where the model raises. */
+static double call_model(const model_t *m, double *x, double *grad) {
+    double ret = 0.0;
+    void *excinfo = NULL;
+    int32_t status = m->fn(
+        &ret, &excinfo,
+        NULL, NULL, m->n, 8, x, m->n, 8,
+        NULL, NULL, m->n, 8, grad, m->n, 8,
+        NULL, NULL, m->user_data_len, 8, m->user_data, m->user_data_len, 8);
+    return status == 0 ? ret : -INFINITY;
+}
+
+static double leapfrog(const model_t *m, const double *q, const double *p, const double *g,
+                       double eps, const double *inv_mass, double *q_out, double *p_out,
+                       double *g_out) {
+    int64_t n = m->n;
+    for (int64_t i = 0; i < n; i++) p_out[i] = p[i] + 0.5 * eps * g[i];
+    for (int64_t i = 0; i < n; i++) q_out[i] = q[i] + eps * inv_mass[i] * p_out[i];
+    double logp = call_model(m, q_out, g_out);
+    for (int64_t i = 0; i < n; i++) p_out[i] = p_out[i] + 0.5 * eps * g_out[i];
+    return logp;
+}
+
+static void ckpt_indices(int64_t n, int64_t *idx_min, int64_t *idx_max) {
+    int64_t hi = 0, m = n >> 1, trailing = 0;
+    while (m) { hi += m & 1; m >>= 1; }
+    m = n;
+    while (m & 1) { trailing++; m >>= 1; }
+    *idx_min = hi - trailing + 1;
+    *idx_max = hi;
+}
+
+/* Work arrays of one transition: 18 vectors of n, then two (max_depth + 1, n) tables. */
+enum { P0, Q_LEFT, P_LEFT, G_LEFT, Q_RIGHT, P_RIGHT, G_RIGHT, P_SUM, Q_PROP, G_PROP,
+       Q_CUR, P_CUR, G_CUR, Q_NEW, P_NEW, G_NEW, SUB_Q, SUB_G, SUB_P_SUM, PART, N_WORK };
+
+#define COPY(dst, src) memcpy((dst), (src), (size_t)n * sizeof(double))
+
+static double nuts_step(const model_t *m, bitgen_t *rng, double *q, double logp, double *grad,
+                        double eps, const double *inv_mass, int64_t max_depth,
+                        double max_energy_error, double *stats, double *work) {
+    int64_t n = m->n;
+    double *w[N_WORK];
+    for (int k = 0; k < N_WORK; k++) w[k] = work + (size_t)k * (size_t)n;
+    double *p_ckpts = work + (size_t)N_WORK * (size_t)n;
+    double *p_sum_ckpts = p_ckpts + (size_t)(max_depth + 1) * (size_t)n;
+    double *p0 = w[P0], *q_left = w[Q_LEFT], *p_left = w[P_LEFT], *g_left = w[G_LEFT];
+    double *q_right = w[Q_RIGHT], *p_right = w[P_RIGHT], *g_right = w[G_RIGHT];
+    double *p_sum = w[P_SUM], *q_prop = w[Q_PROP], *g_prop = w[G_PROP];
+    double *q_cur = w[Q_CUR], *p_cur = w[P_CUR], *g_cur = w[G_CUR];
+    double *q_new = w[Q_NEW], *p_new = w[P_NEW], *g_new = w[G_NEW];
+    double *sub_q = w[SUB_Q], *sub_g = w[SUB_G], *sub_p_sum = w[SUB_P_SUM], *part = w[PART];
+
+    for (int64_t i = 0; i < n; i++) p0[i] = random_standard_normal(rng) / sqrt(inv_mass[i]);
+    double energy0 = -logp + kinetic(p0, inv_mass, n);
+    COPY(q_left, q); COPY(p_left, p0); COPY(g_left, grad);
+    COPY(q_right, q); COPY(p_right, p0); COPY(g_right, grad);
+    COPY(p_sum, p0);
+    double log_w = 0.0;
+    COPY(q_prop, q); COPY(g_prop, grad);
+    double logp_prop = logp;
+
+    int64_t depth = 0, n_steps = 0;
+    int diverging = 0;
+    double sum_accept = 0.0, max_error = 0.0, chosen_error = 0.0;
+    while (depth < max_depth) {
+        int forward = next_double(rng) < 0.5;
+        double step = forward ? eps : -eps;
+        if (forward) { COPY(q_cur, q_right); COPY(p_cur, p_right); COPY(g_cur, g_right); }
+        else { COPY(q_cur, q_left); COPY(p_cur, p_left); COPY(g_cur, g_left); }
+        int64_t n_leaves = (int64_t)1 << depth;
+        double sub_log_w = -INFINITY, sub_logp = 0.0, sub_error = 0.0;
+        int sub_turning = 0;
+        for (int64_t i = 0; i < n; i++) sub_p_sum[i] = 0.0;
+        for (int64_t leaf = 0; leaf < n_leaves; leaf++) {
+            double leaf_logp = leapfrog(m, q_cur, p_cur, g_cur, step, inv_mass, q_new, p_new, g_new);
+            n_steps++;
+            COPY(q_cur, q_new); COPY(p_cur, p_new); COPY(g_cur, g_new);
+            double energy = -leaf_logp + kinetic(p_cur, inv_mass, n);
+            double error = energy - energy0;
+            if (!isfinite(error)) error = INFINITY;
+            if (fabs(error) > max_error) max_error = fabs(error);
+            sum_accept += error < INFINITY ? exp(min0(-error)) : 0.0;
+            if (error > max_energy_error) { diverging = 1; break; }
+            double leaf_w = -error;
+            double new_sub_log_w = log_add_exp(sub_log_w, leaf_w);
+            if (next_double(rng) < exp(leaf_w - new_sub_log_w)) {
+                COPY(sub_q, q_cur); COPY(sub_g, g_cur);
+                sub_logp = leaf_logp;
+                sub_error = error;
+            }
+            sub_log_w = new_sub_log_w;
+            for (int64_t i = 0; i < n; i++) sub_p_sum[i] += p_cur[i];
+            int64_t idx_min, idx_max;
+            ckpt_indices(leaf, &idx_min, &idx_max);
+            if (leaf % 2 == 0) {
+                COPY(p_ckpts + idx_max * n, p_cur);
+                COPY(p_sum_ckpts + idx_max * n, sub_p_sum);
+            } else {
+                for (int64_t k = idx_max; k > idx_min - 1; k--) {
+                    for (int64_t i = 0; i < n; i++)
+                        part[i] = sub_p_sum[i] - p_sum_ckpts[k * n + i] + p_ckpts[k * n + i];
+                    if (is_turning(p_ckpts + k * n, p_cur, part, inv_mass, n)) {
+                        sub_turning = 1;
+                        break;
+                    }
+                }
+                if (sub_turning) break;
+            }
+        }
+        depth++;
+        if (forward) { COPY(q_right, q_cur); COPY(p_right, p_cur); COPY(g_right, g_cur); }
+        else { COPY(q_left, q_cur); COPY(p_left, p_cur); COPY(g_left, g_cur); }
+        if (diverging || sub_turning) break;
+        if (next_double(rng) < exp(min0(sub_log_w - log_w))) {
+            COPY(q_prop, sub_q); COPY(g_prop, sub_g);
+            logp_prop = sub_logp;
+            chosen_error = sub_error;
+        }
+        log_w = log_add_exp(log_w, sub_log_w);
+        for (int64_t i = 0; i < n; i++) p_sum[i] += sub_p_sum[i];
+        if (is_turning(p_left, p_right, p_sum, inv_mass, n)) break;
+    }
+    COPY(q, q_prop);
+    COPY(grad, g_prop);
+    stats[DIVERGING] = diverging ? 1.0 : 0.0;
+    stats[ENERGY] = energy0 + chosen_error;
+    stats[ENERGY_ERROR] = chosen_error;
+    stats[MAX_ENERGY_ERROR] = max_error;
+    stats[TREE_DEPTH] = (double)depth;
+    stats[N_STEPS] = (double)n_steps;
+    stats[STEP_SIZE] = eps;
+    stats[ACCEPT] = sum_accept / (double)(n_steps > 1 ? n_steps : 1);
+    stats[LP] = logp_prop;
+    return logp_prop;
+}
+
+static void dual_averaging(double *adapt, double accept, double target) {
+    adapt[COUNT] += 1.0;
+    double t = adapt[COUNT];
+    double eta = 1.0 / (t + T0);
+    adapt[H_BAR] = (1.0 - eta) * adapt[H_BAR] + eta * (target - accept);
+    adapt[LOG_EPS] = adapt[MU] - sqrt(t) / GAMMA * adapt[H_BAR];
+    double weight = pow(t, -KAPPA);
+    adapt[LOG_EPS_BAR] = weight * adapt[LOG_EPS] + (1.0 - weight) * adapt[LOG_EPS_BAR];
+}
+
+/* _nuts_core.sample_chunk. Returns the last log-density; *status is 0, or 1 when the
+ * work arrays could not be allocated (nothing is drawn then). */
+double kiln_nuts_sample_chunk(
+    void *fn, int64_t *user_data, int64_t user_data_len, bitgen_t *rng, int64_t n, double *q,
+    double *grad, double logp, const double *inv_mass, double *adapt, double *welford,
+    int64_t n_draws, double *draws, double *stats, double target_accept, int64_t max_depth,
+    double max_energy_error, int32_t adapt_step_size, int32_t collect_variance,
+    int32_t *status) {
+    model_t m = {(numba_logp_grad)fn, user_data, user_data_len, n};
+    size_t size = ((size_t)N_WORK + 2 * (size_t)(max_depth + 1)) * (size_t)(n > 0 ? n : 1);
+    double *work = malloc(size * sizeof(double));
+    if (work == NULL) { *status = 1; return logp; }
+    *status = 0;
+    for (int64_t k = 0; k < n_draws; k++) {
+        double eps = exp(adapt_step_size ? adapt[LOG_EPS] : adapt[LOG_EPS_BAR]);
+        double *row = stats + k * N_STATS;
+        logp = nuts_step(&m, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error,
+                         row, work);
+        if (adapt_step_size) {
+            double accept = isfinite(row[ACCEPT]) ? row[ACCEPT] : 0.0;
+            dual_averaging(adapt, accept, target_accept);
+        }
+        if (collect_variance) {
+            welford[0] += 1.0;
+            double count = welford[0];
+            for (int64_t i = 0; i < n; i++) {
+                double delta = q[i] - welford[n + i];
+                welford[n + i] += delta / count;
+                welford[2 * n + i] += delta * (q[i] - welford[n + i]);
+            }
+        }
+        memcpy(draws + k * n, q, (size_t)n * sizeof(double));
+    }
+    free(work);
+    return logp;
+}
+
+/* One call of the model, for the loader's check of the calling convention. */
+double kiln_nuts_call_model(void *fn, int64_t *user_data, int64_t user_data_len, int64_t n,
+                            double *x, double *grad) {
+    model_t m = {(numba_logp_grad)fn, user_data, user_data_len, n};
+    return call_model(&m, x, grad);
+}
