@@ -310,3 +310,51 @@ def test_the_entry_checks_arguments_in_c_and_refuses_others(shared):
     assert thunk._shared.checked(*constants) is NotImplemented  # too few arguments
     np.testing.assert_allclose(thunk([metadata])[0], np.exp(XV) * 2 + np.sum(np.sin(XV)))
     assert thunk._jit_fn is None  # the Python check took the equal dtype: no Numba
+
+
+def _trusted_from_library(inputs, outputs, values):
+    """Compile, build the library, forget; return the trusted Function loaded from it."""
+    kiln.function(inputs, outputs, mode=NUMBA)(*values)
+    _shared_library.build_queued()
+    _forget_loaded()
+    g = kiln.function(inputs, outputs, mode=NUMBA, trust_input=True)
+    assert g.thunk._shared is not None
+    return g
+
+
+def test_trusted_calls_go_straight_to_the_c_entry(shared):
+    """After the first call, a trusted Function calls the entry with its constants bound."""
+    mu, log_sigma = kt.scalar("mu"), kt.scalar("log_sigma")
+    data = np.random.default_rng(1).normal(1.0, 2.0, 40)
+    logp = kt.sum(-0.5 * ((kt.constant(data) - mu) / kt.exp(log_sigma)) ** 2 - log_sigma)
+    outputs = [logp, *kt.grad(logp, [mu, log_sigma])]
+    point = [np.asarray(0.5), np.asarray(0.3)]
+    g = _trusted_from_library([mu, log_sigma], outputs, point)
+    first = g(*point)
+    assert g._fast is not None and g._fast is g.thunk.direct
+    z = (data - 0.5) / np.exp(0.3)
+    expected = [np.sum(-0.5 * z**2 - 0.3), np.sum(z / np.exp(0.3)), np.sum(z**2 - 1.0)]
+    before = [sys.getrefcount(v) for v in (*point, *g.thunk.constants)]
+    for _ in range(1000):
+        got = g(*point)
+    assert [sys.getrefcount(v) for v in (*point, *g.thunk.constants)] == before  # no leak
+    assert type(got) is list and len(got) == 3
+    for a, b, e in zip(first, got, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(b, e, rtol=1e-12)
+    # Other types: NotImplemented from the entry, then the thunk (and Numba) take them.
+    other = g(np.asarray(0.5, dtype="float32"), np.asarray(0.3))
+    np.testing.assert_allclose(other[0], expected[0], rtol=1e-6)
+
+
+def test_an_error_in_a_direct_call_is_the_kiln_error(shared):
+    m, i = kt.vector("m"), kt.vector("i", dtype="int64")
+    g = _trusted_from_library([m, i], m[i] * 2.0, [np.arange(3.0), np.array([0])])
+    np.testing.assert_array_equal(g(np.arange(3.0), np.array([2, 1])), [4.0, 2.0])
+    assert g._fast is not None
+    untrusted = kiln.function([m, i], m[i] * 2.0, mode=NUMBA)
+    with pytest.raises(IndexError) as expected:
+        untrusted(np.arange(3.0), np.array([5]))
+    with pytest.raises(type(expected.value), match=str(expected.value)):
+        g(np.arange(3.0), np.array([5]))
+    np.testing.assert_array_equal(g(np.arange(3.0), np.array([0])), [0.0])  # still direct

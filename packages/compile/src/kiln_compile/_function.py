@@ -213,8 +213,11 @@ class Function:
 
     def _set_direct(self) -> None:
         # Calls that need nothing but the thunk: trusted inputs, no shared values to
-        # append, no updates to apply, no timing to record.
+        # append, no updates to apply, no timing to record. A thunk may offer a
+        # ``direct(*inputs)`` callable after its first call (the Numba linker's C entry),
+        # returning the outputs as a list, or NotImplemented to go through the thunk.
         self._direct = self.trust_input and not self._shared and self._profile is None
+        self._fast: Any = None
 
     @property
     def profile(self) -> Profile | None:
@@ -269,8 +272,17 @@ class Function:
         return f"{i} ({v.name!r})" if v.name else str(i)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast  # set only while calls are direct
+        if fast is not None and not kwargs:
+            try:
+                results = fast(*args)
+            except Exception:  # noqa: BLE001 (the thunk's call raises it as kiln names it)
+                results = NotImplemented
+            if results is not NotImplemented:
+                return results[0] if self._single else results
         if self._direct and not kwargs:
             results = self.thunk(args)
+            self._fast = getattr(self.thunk, "direct", None)
             return results[0] if self._single else results
         values = self._bind(args, kwargs) if (kwargs or not self.trust_input) else list(args)
         values.extend(s.get_value(borrow=True) for s in self._shared)  # type: ignore[attr-defined]

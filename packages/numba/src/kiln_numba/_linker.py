@@ -290,6 +290,9 @@ class NumbaThunk:
     :mod:`kiln_numba._shared_library`) calls that for arguments of the types it was
     compiled for, without Numba; ``jit_fn`` is then built when first asked for
     (``load_dispatcher``, which imports Numba), as are calls with other arguments.
+    After its first call it offers ``direct(*inputs)``, that entry with the constants
+    bound (:meth:`~kiln_numba._shared_library.SharedFunction.bind`), which a Function's
+    direct calls use.
     """
 
     def __init__(
@@ -313,6 +316,10 @@ class NumbaThunk:
         self._shared_fn: Any = None
         self._shared_call: Any = None
         self._shared_accepts: Callable[[Sequence[Any]], bool] | None = None
+        #: ``direct(*inputs)`` -> list of outputs, or NotImplemented for other inputs:
+        #: the shared library's C entry with the constants bound, set by the first call
+        #: (for :class:`kiln_compile.Function`'s direct calls); None until then or without.
+        self.direct: Any = None
         if shared is not None:
             n_inputs = len(shared.args) - len(self.constants)
             if n_inputs >= 0 and shared.accepts(self.constants, start=n_inputs):
@@ -335,6 +342,7 @@ class NumbaThunk:
         self._shared = None
         self._shared_call = None
         self._shared_accepts = None
+        self.direct = None
 
     def _callable(self, values: Sequence[Any]) -> Any:
         shared = self._shared
@@ -387,6 +395,7 @@ class NumbaThunk:
         if self._shared is not None and fn is self._shared.fn:
             result = self._timed_call(fn, values)
             self.stage2["compiled"] = False
+            self.direct = self._shared.bind(self.constants)
             return result
         jit_fn = fn
         hits, misses, _ = _counts(jit_fn)

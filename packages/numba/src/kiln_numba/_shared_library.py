@@ -29,6 +29,11 @@ millisecond, without importing Numba:
   arguments; :func:`checker` is the same check in Python, for dtypes that are equal
   but other objects. The caller gives the rest to Numba's dispatcher, which compiles
   for them.
+- A Function with trusted inputs calls the library even more directly after its first
+  call: ``SharedFunction.bind(constants)`` is a C function (``METH_FASTCALL``) that
+  takes the inputs only, checks them, appends the constants, calls the wrapper and
+  returns the outputs as a list (or ``NotImplemented``). No Python frame of the thunk,
+  argument tuple or list conversion remains on the call.
 
 The library is a file of the module's cache entry (``kiln_fn-<digest>.so``, named by
 its content, so two processes building it at once never mix their files); its
@@ -70,7 +75,7 @@ from kiln_compile import DiskCache, is_unwritable, mark_unwritable
 __all__ = ["SharedFunction", "build_later", "build_queued", "checker", "has_library", "load"]
 
 #: Bumped when what :func:`build_later` writes changes meaning.
-FORMAT = 2
+FORMAT = 3
 _NAMESPACE = "numba-lib"
 #: Numba's C extensions holding the runtime functions the machine code calls, by the
 #: prefix Numba gives their symbols (``numba_<name>``, ``NRT_<name>``).
@@ -146,15 +151,39 @@ class SharedFunction:
     metadata, is for :meth:`accepts`).
     """
 
-    def __init__(self, fn: Any, checked: Any, args: list[_Arg], keepalive: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        fn: Any,
+        checked: Any,
+        args: list[_Arg],
+        keepalive: tuple[Any, ...],
+        binder: Callable[[Any, Any], Any] | None = None,
+    ) -> None:
         self.fn = fn
         self.checked = checked
         self.args = args
         self._keepalive = keepalive
+        self._binder = binder
 
     def accepts(self, values: Sequence[Any], start: int = 0) -> bool:
         """Whether ``values`` (the arguments from position ``start``) have the compiled types."""
         return checker(self.args[start : start + len(values)])(values)
+
+    def bind(self, constants: tuple[Any, ...]) -> Any:
+        """Return ``direct(*inputs)``: ``checked`` with ``constants`` appended, in C.
+
+        It returns the outputs as a list, or ``NotImplemented`` for inputs of other
+        types, with none of a Python function's frame, argument tuples or conversion.
+        None where the entry is not available (``checked`` is None).
+        """
+        if self._binder is None or self.checked is None:
+            return None
+        if len(constants) > len(self.args) or not self.accepts(
+            constants, start=len(self.args) - len(constants)
+        ):
+            return None
+        # (ctypes owns the new reference kiln_bind returns.)
+        return self._binder(self.checked.__self__, constants)  # Numba's closure
 
 
 # --- building (after Numba compiled the function) ----------------------------------------
@@ -352,20 +381,76 @@ Object *kiln_descr[KILN_MAX_ARGS];
 int kiln_nd[KILN_MAX_ARGS];
 int kiln_flags[KILN_MAX_ARGS];
 
+static int kiln_accepts(Object *const *items, long n) {
+    long i;
+    for (i = 0; i < n; i++) {
+        Array *a = (Array *)items[i];
+        if (a->head.type != kiln_array_type || a->nd != kiln_nd[i]
+            || a->descr != kiln_descr[i] || (a->flags & kiln_flags[i]) != kiln_flags[i])
+            return 0;
+    }
+    return 1;
+}
+
+static Object *kiln_other(void) {
+    Py_IncRef((PyObject *)kiln_not_implemented);
+    return kiln_not_implemented;
+}
+
 Object *kiln_checked_call(Object *closure, Object *args, Object *kws) {
     Tuple *t = (Tuple *)args;
-    if (kws == 0 && t->size == kiln_nargs) {
-        long i;
-        for (i = 0; i < kiln_nargs; i++) {
-            Array *a = (Array *)t->items[i];
-            if (a->head.type != kiln_array_type || a->nd != kiln_nd[i]
-                || a->descr != kiln_descr[i] || (a->flags & kiln_flags[i]) != kiln_flags[i])
-                break;
-        }
-        if (i == kiln_nargs) return kiln_wrapper(closure, args, kws);
+    if (kws == 0 && t->size == kiln_nargs && kiln_accepts(t->items, kiln_nargs))
+        return kiln_wrapper(closure, args, kws);
+    return kiln_other();
+}
+
+/* A Function's direct calls: the inputs only (METH_FASTCALL); ``self`` is the tuple
+ * (Numba's closure, the constants), which are appended. Returns the outputs as a list,
+ * or NotImplemented for inputs of other types. */
+Object *PyTuple_New(Py_ssize_t size);
+Object *PySequence_List(Object *o);
+typedef struct { const char *name; void *meth; int flags; const char *doc; } MethodDef;
+Object *PyCFunction_NewEx(MethodDef *def, Object *self, Object *module);
+
+static Object *kiln_direct(Object *self, Object *const *args, Py_ssize_t nargs) {
+    Tuple *bound = (Tuple *)self;
+    Tuple *consts = (Tuple *)bound->items[1];
+    long i;
+    if (nargs + consts->size != kiln_nargs || !kiln_accepts(args, nargs)) return kiln_other();
+    Tuple *full = (Tuple *)PyTuple_New(kiln_nargs);
+    if (full == 0) return 0;
+    for (i = 0; i < nargs; i++) {
+        Py_IncRef((PyObject *)args[i]);
+        full->items[i] = args[i];
     }
-    kiln_not_implemented->refcount++;
-    return kiln_not_implemented;
+    for (i = 0; i < consts->size; i++) {
+        Py_IncRef((PyObject *)consts->items[i]);
+        full->items[nargs + i] = consts->items[i];
+    }
+    Object *result = kiln_wrapper(bound->items[0], (Object *)full, 0);
+    Py_DecRef((PyObject *)full);
+    if (result == 0) return 0;
+    Object *list = PySequence_List(result);
+    Py_DecRef((PyObject *)result);
+    return list;
+}
+
+static MethodDef kiln_direct_def = {
+    "kiln_fn", (void *)kiln_direct, 0x0080 /* METH_FASTCALL */,
+    "kiln_fn(*inputs): the outputs as a list (the constants appended), or NotImplemented",
+};
+
+/* Return a new reference to the direct entry bound to Numba's closure and constants. */
+Object *kiln_bind(Object *closure, Object *constants) {
+    Tuple *bound = (Tuple *)PyTuple_New(2);
+    if (bound == 0) return 0;
+    Py_IncRef((PyObject *)closure);
+    Py_IncRef((PyObject *)constants);
+    bound->items[0] = closure;
+    bound->items[1] = constants;
+    Object *fn = PyCFunction_NewEx(&kiln_direct_def, (Object *)bound, 0);
+    Py_DecRef((PyObject *)bound);
+    return fn;
 }
 
 /* For the loader's check of the layouts: an array's nd, flags and descr address. */
@@ -608,12 +693,15 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
     doc = "kiln_fn (shared library)"
     fn = dynfunc.make_function(module, "kiln_fn", doc, address, env, (library,))
     args = [_Arg(np.dtype(d), n, layout) for d, n, layout in description["args"]]
-    checked = None
+    checked = binder = None
     if len(args) <= _MAX_ARGS and _layouts_agree(library):
         _fill_entry(library, address, args)
         entry_address = ctypes.cast(library.kiln_checked_call, ctypes.c_void_p).value
         checked = dynfunc.make_function(module, "kiln_fn", doc, entry_address, env, (library,))
-    return SharedFunction(fn, checked, args, (library, envs, module))
+        binder = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object)(
+            ("kiln_bind", library)
+        )
+    return SharedFunction(fn, checked, args, (library, envs, module), binder)
 
 
 _MAX_ARGS = 256  # KILN_MAX_ARGS of _ENTRY_C
