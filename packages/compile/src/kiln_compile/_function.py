@@ -354,7 +354,10 @@ def function(
         Record compile and call timings in ``Function.profile`` (also on for every
         function when ``config.profile`` is set); ``f.profile.summary()`` prints them.
     trust_input
-        Skip the checks and conversions of the inputs (for hot loops).
+        Skip the checks and conversions of the inputs (for hot loops). With no shared
+        variables and no profile, calls then go to the thunk directly, or to a
+        compiled entry it offers (the Numba linker's shared library, after the first
+        call), which checks only the inputs' types.
     no_default_updates
         Leave the shared random generators as they are: each draw reads its generator's
         stored state, and calls repeat the same draws (by default the draws of one
