@@ -358,3 +358,43 @@ def test_an_error_in_a_direct_call_is_the_kiln_error(shared):
     with pytest.raises(type(expected.value), match=str(expected.value)):
         g(np.arange(3.0), np.array([5]))
     np.testing.assert_array_equal(g(np.arange(3.0), np.array([0])), [0.0])  # still direct
+
+
+SAMPLE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import kiln as kl
+    from kiln_numba import _shared_library
+
+    with kl.Model():
+        mu = kl.Normal("mu", 0.0, 5.0)
+        tau = kl.HalfCauchy("tau", 5.0)
+        eta = kl.Normal("eta", 0.0, 1.0, shape=3)
+        kl.Deterministic("theta", mu + tau * eta)
+        kl.Normal("y", mu + tau * eta, 2.0, observed=np.array([1.0, 2.5, -1.0]))
+        idata = kl.sample(draws=60, tune=60, chains=2, random_seed=3, progressbar=False)
+    numba_imported = "numba" in sys.modules
+    _shared_library.build_queued()
+    post = idata["posterior"]
+    print(json.dumps({"numba": numba_imported,
+                      "draws": {k: post[k].values.tolist() for k in sorted(post.data_vars)}}))
+    """
+)
+
+
+def test_a_warm_kl_sample_never_imports_numba(tmp_path):
+    """Second process: logp wrapper, expand and kernel all from libraries; same draws."""
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_NUMBA_SHARED_LIBRARY="1")
+
+    def run() -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-c", SAMPLE_SCRIPT], env=env, capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    cold, warm = run(), run()
+    assert cold["numba"] and not warm["numba"]
+    assert warm["draws"] == cold["draws"]  # the same machine code, the same chains

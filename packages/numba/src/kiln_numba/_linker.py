@@ -33,6 +33,7 @@ import linecache
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -203,6 +204,15 @@ def load_function(
     ``key`` is :func:`stage2_key`'s, when the caller has it.
     """
     key = key if key is not None else stage2_key(fgraph, gen)
+    with _load_lock:  # a module being executed by another thread is in sys.modules
+        return _load_function(fgraph, gen, key)
+
+
+#: Held while a generated module is looked up or executed (chains call first in threads).
+_load_lock = threading.RLock()
+
+
+def _load_function(fgraph: FunctionGraph, gen: Generated, key: str) -> tuple[Any, dict[str, Any]]:
     name = module_name(key)
     info: dict[str, Any] = {"key": key}
     loaded = sys.modules.get(name)
@@ -477,6 +487,21 @@ class NumbaLinker:
                 gen,
                 info,
                 shared=shared,
+                load_dispatcher=lambda: load_function(fgraph, gen, key)[0],
+            )
+        elif gen.cacheable and module_name(key) not in sys.modules:
+            # The module file is written now and executed (importing Numba) at the first
+            # call: a caller that only needs the native wrapper of this function, loaded
+            # from its own shared library, never imports Numba.
+            path, outcome = _module_file(key, gen.source)
+            info = {"key": key, "module": str(path) if path is not None else "in memory"}
+            if path is None:
+                info["cache"] = outcome
+            thunk = NumbaThunk(
+                None,
+                gen.constants,
+                gen,
+                info,
                 load_dispatcher=lambda: load_function(fgraph, gen, key)[0],
             )
         else:

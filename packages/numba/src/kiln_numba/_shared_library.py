@@ -41,9 +41,11 @@ description (the symbols, the constants, the argument types, the library's SHA-2
 CPU, Python and NumPy it was built for) is an entry of kiln's disk cache (namespace
 ``numba-lib``, keyed like the module): checksummed, written atomically, and a library
 whose digest differs is never mapped. It is built only where
-it is tested, Linux on x86-64 with ``cc`` and ``nm``, for functions whose arguments and
-results are arrays; anything else, or anything that fails, leaves the function to Numba,
-as does ``KILN_NUMBA_SHARED_LIBRARY=0``.
+it is tested, Linux on x86-64 with ``cc`` and ``nm``, for functions whose arguments are
+arrays and whose results are arrays (generated functions) or one number
+(:mod:`kiln_numba.native`'s wrappers, whose entry in Numba's calling convention the
+library also exports, for kiln's C NUTS kernel); anything else, or anything that fails,
+leaves the function to Numba, as does ``KILN_NUMBA_SHARED_LIBRARY=0``.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ from kiln_compile import DiskCache, is_unwritable, mark_unwritable
 __all__ = ["SharedFunction", "build_later", "build_queued", "checker", "has_library", "load"]
 
 #: Bumped when what :func:`build_later` writes changes meaning.
-FORMAT = 3
+FORMAT = 4
 _NAMESPACE = "numba-lib"
 #: Numba's C extensions holding the runtime functions the machine code calls, by the
 #: prefix Numba gives their symbols (``numba_<name>``, ``NRT_<name>``).
@@ -158,12 +160,15 @@ class SharedFunction:
         args: list[_Arg],
         keepalive: tuple[Any, ...],
         binder: Callable[[Any, Any], Any] | None = None,
+        native_address: int | None = None,
     ) -> None:
         self.fn = fn
         self.checked = checked
         self.args = args
         self._keepalive = keepalive
         self._binder = binder
+        #: The function itself, in Numba's calling convention (for compiled callers).
+        self.native_address = native_address
 
     def accepts(self, values: Sequence[Any], start: int = 0) -> bool:
         """Whether ``values`` (the arguments from position ``start``) have the compiled types."""
@@ -195,6 +200,7 @@ class _Compiled:
 
     obj: bytes
     wrapper: str
+    native: str  # the function itself, in Numba's calling convention
     env: str  # the function's own Environment
     envs: list[tuple[str, str, list[Any]]]  # (symbol, module, constants) of each Environment
     args: list[_Arg]
@@ -211,10 +217,11 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
         return None
     cres = next(iter(dispatcher.overloads.values()))
     result = cres.signature.return_type
-    if not isinstance(result, types.BaseTuple) or not all(
+    arrays = isinstance(result, types.BaseTuple) and all(
         isinstance(t, types.Array)
         for t in result  # type: ignore[attr-defined]
-    ):
+    )
+    if not (arrays or isinstance(result, types.Float | types.Integer)):
         return None
     args = []
     for t in cres.signature.args:
@@ -250,7 +257,15 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
     fndesc = cres.fndesc
     if fndesc.env_name not in {name for name, _, _ in envs}:
         return None
-    return _Compiled(obj, fndesc.llvm_cpython_wrapper_name, fndesc.env_name, envs, args, helpers)
+    return _Compiled(
+        obj,
+        fndesc.llvm_cpython_wrapper_name,
+        fndesc.llvm_func_name,
+        fndesc.env_name,
+        envs,
+        args,
+        helpers,
+    )
 
 
 #: The C-API functions Numba's code passes exception types to (``PyExc_*``, see
@@ -558,6 +573,7 @@ def _build(key: str, entry: Path, compiled: _Compiled) -> None:
         "file": name,
         "sha256": digest,
         "wrapper": compiled.wrapper,
+        "native": compiled.native,
         "env": compiled.env,
         "envs": compiled.envs,
         "args": [(a.dtype.str, a.ndim, a.layout) for a in compiled.args],
@@ -584,7 +600,7 @@ def build_later(key: str, entry: Path, dispatcher: Any) -> None:
     run per function, which would otherwise compete for the CPU with what the process
     does next (sampling, compiling more). Nothing is queued where :func:`supported` is
     false, without ``cc`` and ``nm``, or for a function :func:`load` could not call
-    (non-array arguments or results).
+    (arguments that are not arrays, results that are neither arrays nor one number).
     """
     global _builds_at_exit
     if not (supported() and shutil.which("cc") and shutil.which("nm")):
@@ -701,7 +717,11 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
         binder = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object)(
             ("kiln_bind", library)
         )
-    return SharedFunction(fn, checked, args, (library, envs, module), binder)
+    try:
+        native = ctypes.cast(getattr(library, description["native"]), ctypes.c_void_p).value
+    except AttributeError:  # not exported: compiled callers go through Numba
+        native = None
+    return SharedFunction(fn, checked, args, (library, envs, module), binder, native)
 
 
 _MAX_ARGS = 256  # KILN_MAX_ARGS of _ENTRY_C

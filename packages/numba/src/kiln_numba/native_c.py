@@ -299,7 +299,7 @@ def native_c_pointers(logp_function: Any, expand_function: Any) -> NativeCPointe
         )
     _, info = _linker.load_function(logp_function.fgraph, gens[0])
     source = _SOURCE.format(
-        logp_module=logp.fn.py_func.__module__,
+        logp_module=getattr(logp.fn, "dispatcher", logp.fn).py_func.__module__,
         expand_module=expand.fn.py_func.__module__,
         version=_VERSION,
         ndim=ndim,

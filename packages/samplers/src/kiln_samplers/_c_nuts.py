@@ -196,7 +196,15 @@ def library() -> Any:
 
 
 def _jit_address(fn: Any) -> int:
-    """Return the address of the Numba dispatcher ``fn``'s native entry point."""
+    """Return the address of ``fn``'s native entry point (Numba's calling convention).
+
+    ``fn`` is a Numba dispatcher, or an object that knows its ``native_address`` (a
+    wrapper loaded from a shared library; its ``dispatcher`` otherwise).
+    """
+    known = getattr(fn, "native_address", None)
+    if known:
+        return int(known)
+    fn = getattr(fn, "dispatcher", fn)
     from numba.core import sigutils
     from numba.experimental.function_type import _get_jit_address
 

@@ -245,17 +245,20 @@ def prefetch_native_kernel() -> None:
         prefetch()
 
 
-def _native_kernel(native: NativeLogpGrad, state: ChainState, settings: NutsSettings) -> Any:
-    """Return the compiled ``sample_chunk`` for ``native``: C, or else Numba's.
+def _native_kernel(
+    native: NativeLogpGrad, state: ChainState, settings: NutsSettings
+) -> tuple[Any, Any]:
+    """Return the compiled ``sample_chunk`` for ``native`` (C, or else Numba's) and its ``fn``.
 
     Numba's may still be compiling in the background (no C compiler): the chain then
-    starts in Python (:class:`_UntilCompiled`).
+    starts in Python (:class:`_UntilCompiled`). It takes the model's Numba dispatcher
+    (``native.fn``, or its ``dispatcher`` when ``fn`` was loaded from a library).
     """
     from kiln_samplers._c_nuts import sample_chunk_for
 
     kernel = sample_chunk_for(native.fn, native.user_data, state.q)
     if kernel is not None:
-        return kernel
+        return kernel, native.fn
     # Numba is optional (a model without a native log-density runs in Python): the
     # kernel's module imports it, so it is imported only when used.
     from kiln_samplers._numba_nuts import compiled_sample_chunk, kernel_pending
@@ -263,7 +266,8 @@ def _native_kernel(native: NativeLogpGrad, state: ChainState, settings: NutsSett
     python = kernel_pending() and (
         3.0 * _python_step_overhead(state) * 2**settings.max_treedepth <= _PYTHON_TRANSITION_S
     )  # a Python transition's overhead is about 3 leapfrogs' per step
-    return _UntilCompiled(compiled_sample_chunk, kernel_pending, python)
+    fn = getattr(native.fn, "dispatcher", native.fn)
+    return _UntilCompiled(compiled_sample_chunk, kernel_pending, python), fn
 
 
 def run_chain(
@@ -283,7 +287,7 @@ def run_chain(
     """
     kernel: Callable[..., float]
     if native is not None:
-        kernel, fn, user_data = _native_kernel(native, state, settings), native.fn, native.user_data
+        (kernel, fn), user_data = _native_kernel(native, state, settings), native.user_data
     else:
         kernel, fn, user_data = core.sample_chunk, _python_fn(model), None
     n = state.q.shape[0]
