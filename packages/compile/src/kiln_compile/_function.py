@@ -218,6 +218,7 @@ class Function:
         # returning the outputs as a list, or NotImplemented to go through the thunk.
         self._direct = self.trust_input and not self._shared and self._profile is None
         self._fast: Any = None
+        self._fast_unknown = self._direct  # until a call has asked the thunk for one
 
     @property
     def profile(self) -> Profile | None:
@@ -282,7 +283,9 @@ class Function:
                 return results[0] if self._single else results
         if self._direct and not kwargs:
             results = self.thunk(args)
-            self._fast = getattr(self.thunk, "direct", None)
+            if self._fast_unknown:  # a thunk offers it by the end of its first call, or never
+                self._fast = getattr(self.thunk, "direct", None)
+                self._fast_unknown = False
             return results[0] if self._single else results
         values = self._bind(args, kwargs) if (kwargs or not self.trust_input) else list(args)
         values.extend(s.get_value(borrow=True) for s in self._shared)  # type: ignore[attr-defined]

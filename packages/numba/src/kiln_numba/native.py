@@ -65,8 +65,8 @@ from kiln_numba._errors import KilnRuntimeError
 __all__ = [
     "EXPAND_SIGNATURE",
     "LOGP_GRAD_SIGNATURE",
-    "NativeExpand",
     "LibraryWrapper",
+    "NativeExpand",
     "NativeLogpGrad",
     "native_expand",
     "native_logp_grad",
@@ -591,9 +591,6 @@ class LibraryWrapper:
         return self.dispatcher(*args)
 
 
-_libraries: dict[str, LibraryWrapper] = {}
-
-
 def _wrapper_library(
     key: str, source: str, gen: Generated, load_dispatcher: Any
 ) -> LibraryWrapper | None:
@@ -601,18 +598,17 @@ def _wrapper_library(
     if not gen.cacheable:
         return None
     libkey = _library_key(key, source)
-    known = _libraries.get(libkey)
-    if known is not None:
-        return known
     start = time.perf_counter()
-    shared = _shared_library.load(libkey, _linker._entry(key), f"kiln_numba_native_{libkey[:24]}")
+    shared = _linker._shared_loaded.get(libkey)  # the libraries this process mapped
     if shared is None:
-        return None
+        shared = _shared_library.load(libkey, _linker._entry(key), f"kiln_native_{libkey[:24]}")
+        if shared is None:
+            return None
+        _linker._shared_loaded[libkey] = shared
     stage2: dict[str, Any] = {"module": "shared library", "cache": "hit"}
     stage2["loader"] = "shared library"
     stage2["compile_s"] = time.perf_counter() - start
-    wrapper = _libraries[libkey] = LibraryWrapper(shared, load_dispatcher, stage2)
-    return wrapper
+    return LibraryWrapper(shared, load_dispatcher, stage2)
 
 
 def native_expand(function: Any) -> NativeExpand:
