@@ -38,15 +38,15 @@ class CorruptGraphError(Exception):
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, OpFromGraph):
-            return _load_opfromgraph, (_table(obj.inner_inputs, obj.inner_outputs),)
+            return _load_opfromgraph, (_table(obj.inner_inputs, obj.inner_outputs), type(obj))
         return NotImplemented
 
 
-def _load_opfromgraph(table: tuple[Any, ...]) -> OpFromGraph:
+def _load_opfromgraph(table: tuple[Any, ...], cls: type[OpFromGraph] = OpFromGraph) -> OpFromGraph:
     input_types: tuple[Type, ...] = table[1]
     inner = [TensorVariable(t) for t in input_types]  # type: ignore[arg-type]
     outs = _rebuild(table, inner)
-    return OpFromGraph(inner, outs)
+    return cls(inner, outs)
 
 
 def _table(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> tuple[Any, ...]:

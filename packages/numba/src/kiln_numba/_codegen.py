@@ -33,6 +33,7 @@ from kiln_numba._funcify import (
 )
 from kiln_numba._outline import inline_outlined
 from kiln_numba._scalars import promote_scalars, propagate_copies
+from kiln_numba.loop_fusion import FusedLoop
 
 #: Bumped whenever generated code changes meaning (part of the Stage-2 cache key).
 CODEGEN_VERSION = 10
@@ -191,12 +192,21 @@ def _uses(nodes: Sequence[Apply]) -> tuple[dict[Variable, list[Apply]], set[Vari
 
 
 def _read_by_loops(out: Variable, outputs: Sequence[Variable], users: list[Apply]) -> bool:
-    """Whether every use of ``out`` is an Elemwise / FusedReduce loop (not a graph output)."""
-    return (
-        out not in outputs
-        and bool(users)
-        and all(isinstance(u.op, Elemwise | FusedReduce) and len(u.outputs) == 1 for u in users)
-    )
+    """Whether every use of ``out`` reads it elementwise in a loop (and not as a graph output).
+
+    Elemwise and FusedReduce loops read each input so; a FusedLoop its
+    ``value_positions``.
+    """
+    return out not in outputs and bool(users) and all(_reads_elementwise(u, out) for u in users)
+
+
+def _reads_elementwise(node: Apply, v: Variable) -> bool:
+    op = node.op
+    if isinstance(op, Elemwise | FusedReduce):
+        return len(node.outputs) == 1
+    if isinstance(op, FusedLoop):
+        return all(k in op.value_positions for k, u in enumerate(node.inputs) if u is v)
+    return False
 
 
 def _loop_gathers(

@@ -134,7 +134,7 @@ def emit_reduction(
     if split < ndim:
         acc = ctx.fresh("acc")
         lines.append(outer + f"{acc} = {identity(kind, acc_dtype)}")
-        if kind == "sum" and is_float and split == ndim - 1 and _vectorizable(steps):
+        if kind == "sum" and is_float and split == ndim - 1 and calls_vector_math(steps):
             value_ = value_cast(v, value_dtype, acc_dtype, kind)
             lines += _two_pass_sum(ctx, split, sizes[split], loop_vars[split], steps, value_, acc)
         else:
@@ -155,7 +155,7 @@ def emit_reduction(
     ctx.emit("\n".join(lines))
 
 
-def _vectorizable(steps: Sequence[str]) -> bool:
+def calls_vector_math(steps: Sequence[str]) -> bool:
     """Whether ``steps`` call a function of :mod:`kiln_numba._vector_math`."""
     return any(name in step for step in steps for name in VECTORIZABLE)
 
