@@ -95,13 +95,19 @@ def _y_index(ctx: CodeContext, loop_vars: Sequence[str]) -> str:
 
 
 def _check_update(ctx: CodeContext, sizes: Sequence[str], label: str) -> None:
-    """Emit the checks that y (input 1) fits the region of lengths ``sizes`` (as the VM)."""
+    """Emit the checks that y (input 1) fits the region of lengths ``sizes`` (as the VM).
+
+    A dimension whose length is static in ``y`` and a literal of the same value in
+    ``sizes`` needs none.
+    """
     y, y_t = ctx.inputs[1], ctx.input_type(1)
     offset = len(sizes) - y_t.ndim
-    check = _rt(ctx, "check_update_length")
     for d, b in enumerate(y_t.broadcastable):
-        if not b:
-            ctx.emit(f"{check}({y}.shape[{d}], {sizes[offset + d]}, {d}, {label!r})")
+        size = sizes[offset + d]
+        if b or (y_t.shape[d] is not None and size == str(y_t.shape[d])):
+            continue
+        check = _rt(ctx, "check_update_length")
+        ctx.emit(f"{check}({y}.shape[{d}], {size}, {d}, {label!r})")
 
 
 def _update_buffer(ctx: CodeContext, inplace: bool) -> str:
@@ -417,7 +423,12 @@ def numba_funcify_AdvancedIncSubtensor1(  # noqa: N802
     label = str(op)
     out = _update_buffer(ctx, op.inplace)
     idx = ctx.inputs[2]
-    sizes = [f"{idx}.shape[0]"] + [f"{ctx.inputs[0]}.shape[{d}]" for d in range(1, ndim)]
+    x_t, n = ctx.input_type(0), ctx.input_type(2).shape[0]
+    sizes = [f"{idx}.shape[0]" if n is None else str(n)]
+    sizes += [
+        f"{ctx.inputs[0]}.shape[{d}]" if x_t.shape[d] is None else str(x_t.shape[d])
+        for d in range(1, ndim)
+    ]
     _check_update(ctx, sizes, label)
     y = _full_update_value(ctx, sizes)
     scatter = _rt(ctx, _kernel("scatter", ndim))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln_graph import Apply, Constant, DimShuffle, Subtensor, Variable
+from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Subtensor, Variable
 from kiln_graph import tensor as kt
 from kiln_graph._index import group
 from kiln_graph._reduce import CAReduce
@@ -56,6 +56,40 @@ def local_dimshuffle_merge(node: Apply) -> Variable | None:
     first = x.owner.op.new_order
     order = ["x" if o == "x" else first[o] for o in node.op.new_order]  # type: ignore[attr-defined]
     return kt.dimshuffle(x.owner.inputs[0], order)
+
+
+@register_local(
+    "canonicalize",
+    *_CHEAP,
+    identity="f(dimshuffle(a, (x,)), dimshuffle(b, (x,))) -> dimshuffle(f(a, b), (x,)) for "
+    "elementwise f of broadcast scalars (and one-element constants)",
+    tracks=[Elemwise],
+)
+def local_elemwise_of_broadcast_scalars(node: Apply) -> Variable | None:
+    """Apply an elementwise op to the scalars before broadcasting them, not after.
+
+    A value of static shape ``(1,)`` is an array; the scalar it broadcasts is a plain
+    number on a compiled backend (no allocation, no loop).
+    """
+    out = node.outputs[0]
+    ndim = out.type.ndim  # type: ignore[attr-defined]
+    if len(node.outputs) != 1 or ndim == 0 or getattr(node.op.scalar_op, "nout", 1) != 1:  # type: ignore[attr-defined]
+        return None
+    scalars: list[Variable] = []
+    for v in node.inputs:
+        owner = v.owner
+        if owner is not None and isinstance(owner.op, DimShuffle) and owner.op.input_ndim == 0:
+            scalars.append(owner.inputs[0])
+        elif isinstance(v, Constant) and v.data.size == 1:
+            scalars.append(kt.constant(v.data.reshape(()), dtype=v.data.dtype.name))
+        else:
+            return None
+    if not any(v.owner is not None or not isinstance(v, Constant) for v in scalars):
+        return None  # constants only: constant folding's
+    scalar = Elemwise(node.op.scalar_op)(*scalars)  # type: ignore[attr-defined]
+    if scalar.type.dtype != out.type.dtype:  # type: ignore[attr-defined]
+        return None
+    return kt.dimshuffle(scalar, ("x",) * ndim)
 
 
 # --- Reshape, Alloc -----------------------------------------------------------------------
