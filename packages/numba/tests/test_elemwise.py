@@ -11,6 +11,7 @@ zeros of both signs, infinities, NaN, negative numbers, integer overflow of uint
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -285,3 +286,15 @@ def test_an_input_of_unknown_length_is_checked_against_a_static_one():
     assert f(np.array([1.0, 2.0, 4.0])) == 1.0
     with pytest.raises(ShapeMismatchError):
         f(np.array([1.0, 2.0]))
+
+
+def test_constants_written_as_literals_are_not_parameters() -> None:
+    """Only the constants the code reads are passed: one-element ones are literals."""
+    x = kt.vector("x")
+    big = np.linspace(0.0, 1.0, 50)
+    out = x[2] * 2.5 + kt.sum(x * big[:3]) + kt.constant(np.array([4.0]))[0]
+    f = kiln.function([x], out, mode=NUMBA_FAST)
+    assert [np.size(c) for c in f.thunk.constants] == [3]  # big[:3], folded
+    assert re.search(r"def kiln_fn\(i0, c\d+\):", f.thunk.source)
+    xv = np.arange(3.0)
+    np.testing.assert_allclose(f(xv), xv[2] * 2.5 + np.sum(xv[:3] * big[:3]) + 4.0)

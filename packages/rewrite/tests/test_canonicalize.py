@@ -225,6 +225,22 @@ FIRES = [
     ),
     Case("transpose back", _build(lambda m: m.T.T, M), _is_input()),
     Case(
+        "elementwise op of broadcast scalars",
+        _build(
+            lambda s, t: kt.exp(kt.dimshuffle(s, ("x",))) * kt.dimshuffle(t, ("x",)) + np.ones(1),
+            S,
+            kt.scalar("t"),
+        ),
+        # one DimShuffle, after the arithmetic on the scalars
+        lambda new, ins: (
+            new.owner is not None
+            and isinstance(new.owner.op, DimShuffle)
+            and len(_nodes(new, DimShuffle)) == 1
+            and new.owner.inputs[0].type.ndim == 0
+        ),
+        "special",
+    ),
+    Case(
         "transpose of length-1 dims",
         _build(lambda x: kt.transpose(x, (1, 0, 2)), _x((1, 1, None))),
         _is_input(),
@@ -376,6 +392,11 @@ KEEPS = [
     Case("alloc that broadcasts", _build(lambda s, n: kt.alloc(s, n), S, N), _has(Alloc)),
     Case("real reshape", _build(lambda m: kt.reshape(m, (-1,)), M), _has(Reshape)),
     Case("real transpose", _build(lambda m: m.T, M), _has(DimShuffle)),
+    Case(
+        "elementwise op of a broadcast scalar and a vector",
+        _build(lambda s, x: kt.dimshuffle(s, ("x",)) * x, S, _x((1,))),
+        lambda new, ins: new.owner is not None and isinstance(new.owner.op, Elemwise),
+    ),
     Case("shape of an input", _build(lambda m: kt.shape(m), M), _has(Shape)),
     Case(
         "sum over a full dim of an alloc",
