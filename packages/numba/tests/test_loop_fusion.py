@@ -17,7 +17,7 @@ import kiln
 import kiln.tensor as kt
 from kiln_compile._serialize import dumps_graph, loads_graph
 from kiln_compile.testing import compare_with_vm
-from kiln_graph import KilnIndexError, toposort
+from kiln_graph import KilnIndexError, ShapeMismatchError, toposort
 from kiln_numba.loop_fusion import FusedLoop, fuse_loops
 from kiln_rewrite import FAST_RUN_QUERY, rewrite
 
@@ -178,3 +178,17 @@ def test_a_fused_graph_survives_the_stage1_cache() -> None:
     assert sorted(op.graph_digest for op in ops) == sorted(
         n.op.graph_digest for n in toposort(fused) if isinstance(n.op, FusedLoop)
     )
+
+
+def test_an_input_of_another_length_raises_the_vm_error() -> None:
+    # ``w`` has no static length: the loop (over x's 6) checks it before reading it.
+    x = kt.tensor("x", shape=(6,))
+    w = kt.vector("w")
+    outs = [kt.max(kt.exp(x) * w), kt.exp(x) * w + 1.0]
+    f = kiln.function([x, w], outs, mode=FAST)
+    assert fused_loops(f)
+    compare_with_vm([x, w], outs, [np.arange(6.0), np.ones(6)], FAST)
+    with pytest.raises(ShapeMismatchError):
+        kiln.function([x, w], outs, mode=VM)(np.arange(6.0), np.ones(4))
+    with pytest.raises(ShapeMismatchError, match="different length"):
+        f(np.arange(6.0), np.ones(4))

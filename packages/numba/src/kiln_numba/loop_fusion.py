@@ -456,6 +456,13 @@ def _write_loop(op: FusedLoop, ctx: CodeContext) -> None:
         elif t.broadcastable == (True,):
             before.append(f"{name} = {arrays[v]}[0]")
         else:
+            if t.shape[0] is None:  # Numba checks no bounds: check the length once
+                message = (
+                    f"{op}: an input has a different length than the loop's {n}; kiln "
+                    "broadcasts only dimensions whose static length is 1"
+                )
+                before.append(f"if {arrays[v]}.shape[0] != {n}:")
+                before.append(f"    raise ShapeMismatchError({message!r})")
             body.append(f"{name} = {arrays[v]}[{j}]")
         values[v] = name
         return name
