@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -379,6 +381,20 @@ def test_the_library_is_built_once_and_a_damaged_one_is_built_again(monkeypatch,
     _fresh_state(monkeypatch, tmp_path)
     assert _c_nuts.library() is not None and _c_nuts._is_valid(path)
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".nuts-")]  # no leftovers
+
+
+@_needs_cc
+def test_a_build_removes_the_temporaries_a_killed_build_left(monkeypatch, tmp_path):
+    folder = tmp_path / "samplers"
+    folder.mkdir()
+    old, recent = folder / ".nuts-abc.so", folder / ".nuts-def.so"
+    old.write_bytes(b"half a library")
+    recent.write_bytes(b"another process is building")
+    hour_ago = time.time() - 2 * _c_nuts._STALE_S
+    os.utime(old, (hour_ago, hour_ago))
+    _fresh_state(monkeypatch, tmp_path)
+    assert _c_nuts.library() is not None
+    assert not old.exists() and recent.exists()
 
 
 @_needs_cc

@@ -5,9 +5,9 @@ result several others use (a model's residual, read by the log-likelihood's sum 
 squares and by each parameter's gradient) is written out and read again by each, and
 each gradient's scatter-add (``AdvancedIncSubtensor1``) is a loop of its own. This
 rewrite (tag ``numba``, fusion phase, after the elementwise and reduction fusions)
-puts the connected *loop nodes* over the same static length ``n`` into one
-:class:`FusedLoop`, which the Numba backend writes as one ``for j in range(n)`` whose
-body computes every member at ``j``:
+puts *loop nodes* over the same static length ``n`` into one :class:`FusedLoop`
+(:func:`_loop_groups` says which), which the Numba backend writes as one
+``for j in range(n)`` whose body computes every member at ``j``:
 
 - an ``Elemwise`` with a vector result of length ``n``: its value at ``j`` (written
   to an array only when a node outside the loop reads it);
@@ -24,6 +24,8 @@ gather reads or a scatter updates (those are complete only after the loop). The 
 is convex: no path leaves it and comes back through a node outside, so the fused node
 can run where its members ran. The members keep their order, so the results equal the
 unfused nodes' to the bit on Numba (one loop, the same additions in the same order).
+Where the loop calls vectorizable math and neither gathers nor scatters, the
+reductions fold their values in a second loop, so that the first one stays SIMD code.
 
 M2 (the hierarchical model's logp and gradient) had six passes over its 919 rows
 (the residual with its two gathers, the sum of squares, two products, two scatters);
@@ -404,7 +406,7 @@ def numba_small_dot_to_sum(node: Apply) -> list[Variable] | None:
     "-> FusedLoop, one loop (Numba only)",
 )
 def numba_loop_fusion(inputs: list[Variable], outputs: list[Variable]) -> list[Variable]:
-    """Fuse the connected loop nodes over one length into FusedLoops (see the module)."""
+    """Fuse groups of loop nodes over one length into FusedLoops (see the module)."""
     return fuse_loops(inputs, outputs)
 
 

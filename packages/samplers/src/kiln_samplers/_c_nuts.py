@@ -34,6 +34,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,7 @@ def _build(compiler: str, path: Path) -> Path | None:
     except OSError:
         folder = Path(tempfile.mkdtemp(prefix="kiln-nuts-"))
         path = folder / path.name
+    _remove_stale_temporaries(folder)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".nuts-", suffix=".so")
     os.close(fd)
     command = [
@@ -131,6 +133,21 @@ def _build(compiler: str, path: Path) -> Path | None:
         _state.error = f"compiling {_SOURCE.name} failed: {exc}"
         return None
     return path
+
+
+#: A build's temporary file older than this was left by a process that died building.
+_STALE_S = 3600.0
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Delete the temporary files of builds that never finished (a killed process)."""
+    cutoff = time.time() - _STALE_S
+    for tmp in folder.glob(".nuts-*"):
+        try:
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+        except OSError:  # another process removed or renamed it
+            pass
 
 
 class _State:
