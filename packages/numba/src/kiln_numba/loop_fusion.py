@@ -59,7 +59,7 @@ from kiln_graph._linalg import MatMul
 from kiln_graph._math import Mul
 from kiln_graph._reduce import CAReduce
 from kiln_numba._funcify import CodeContext, literal, np_dtype, numba_funcify
-from kiln_numba._outline import outline
+from kiln_numba._outline import MAX_INLINED_LOOPS, MAX_INLINED_PARAMS, outline
 from kiln_numba.elemwise import LONG_LOOP
 from kiln_numba.linalg import SMALL_MATMUL
 from kiln_numba.reduce import calls_vector_math, combine, identity, value_cast
@@ -72,6 +72,9 @@ MAP, GATHER, REDUCE, SCATTER = "map", "gather", "reduce", "scatter"
 _AFTER_LOOP = (REDUCE, SCATTER)
 #: How many of the latest groups over a length an unrelated loop node may join.
 _MAX_UNRELATED = 4
+#: The most nodes in one fused loop: Numba compiles a function in time that grows
+#: faster than its length (M4's twenty groups in one 80-node loop took 2 s longer).
+_MAX_MEMBERS = 16
 #: The inputs of a gather / scatter node that are read as whole vectors, not at ``j``.
 _WHOLE = {GATHER: (0,), SCATTER: (0,)}
 
@@ -175,7 +178,9 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
     One pass in topological order: a loop node joins the group of a member whose value
     it reads (same length), else of a member that reads one of its value inputs (a
     vector both loop over), else one of the last :data:`_MAX_UNRELATED` groups over its
-    length, when it may (:func:`_may_join`); otherwise it starts a group.
+    length, when it may (:func:`_may_join`) and the group stays small (at most
+    :data:`_MAX_MEMBERS` nodes and :data:`~kiln_numba._outline.MAX_INLINED_PARAMS`
+    inputs, so that its function is inlined); otherwise it starts a group.
     ``deps[node]`` is the set (a bit mask) of groups ``node`` depends on; a node may
     not join a group it depends on through a node outside it, so groups stay convex
     (and a node never joins a group that depends on it: its members come earlier).
@@ -184,6 +189,7 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
     kinds: dict[Apply, str] = {}
     lengths: list[int] = []
     members: list[list[Apply]] = []
+    inputs: list[set[Variable]] = []  # each group's inputs from outside it
     readers: dict[Variable, list[int]] = {}  # vector -> groups reading it at ``j``
     by_length: dict[int, list[int]] = {}
     deps: dict[Apply, int] = {}
@@ -205,21 +211,28 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
         candidates = [group_of[v.owner] for v in values if v.owner in group_of]
         candidates += [g for v in shared for g in readers.get(v, ())]
         candidates += reversed(by_length.get(n, [])[-_MAX_UNRELATED:])
+        outside = {v for v in node.inputs if not isinstance(v, Constant) or v.data.size > 1}
         chosen = next(
             (
                 g
                 for g in candidates
-                if lengths[g] == n and _may_join(node, kind, g, group_of, kinds, deps)
+                if lengths[g] == n
+                and len(members[g]) < _MAX_MEMBERS
+                and len(inputs[g] | {v for v in outside if group_of.get(v.owner) != g})
+                <= MAX_INLINED_PARAMS
+                and _may_join(node, kind, g, group_of, kinds, deps)
             ),
             None,
         )
         if chosen is None:
             chosen = len(members)
             members.append([])
+            inputs.append(set())
             lengths.append(n)
             by_length.setdefault(n, []).append(chosen)
         group_of[node] = chosen
         members[chosen].append(node)
+        inputs[chosen] |= {v for v in outside if group_of.get(v.owner) != chosen}
         for v in shared:
             if chosen not in readers.setdefault(v, []):
                 readers[v].append(chosen)
@@ -283,13 +296,22 @@ def _fused_node(
 
 
 def fuse_loops(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> list[Variable]:
-    """Return ``outputs`` with each group of loop nodes over one length as a FusedLoop."""
+    """Return ``outputs`` with each group of loop nodes over one length as a FusedLoop.
+
+    A graph with more than :data:`~kiln_numba._outline.MAX_INLINED_LOOPS` loop nodes is
+    returned as it is (see the comment in the code).
+    """
     outs = list(outputs)
     nodes = toposort(outs, stop_at=list(inputs))
     clients: dict[Variable, list[Apply]] = {}
     for node in nodes:
         for v in node.inputs:
             clients.setdefault(v, []).append(node)
+    if sum(_loop_length(node) is not None for node in nodes) > MAX_INLINED_LOOPS:
+        # A large graph's loops are functions of their own, one per distinct code,
+        # which its repeated groups share (M4: 20 groups); fused, each loop's code
+        # differs, and compiling them took M4 from 11 s to 13-17 s.
+        return outs
     unit: dict[Apply, int] = {}
     fused: list[tuple[Apply, list[Variable]]] = []
     graph_outputs = set(outs)
