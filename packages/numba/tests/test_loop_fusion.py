@@ -70,6 +70,8 @@ def test_hierarchical_model_is_one_loop_over_its_rows() -> None:
     rows = [op for op in ops if op.length == 50]
     assert len(rows) == 1 and rows[0].n_nodes >= 6  # gathers, residual, sum, two scatters
     assert loops_over(f, 50) == 1
+    # Its indices are constants in bounds: the loop checks none.
+    assert "index_error" not in f.thunk.source
     # The same additions in the same order as the unfused loops: equal to the bit.
     g = kiln.function(inputs, outputs, mode=UNFUSED)
     assert not fused_loops(g)
@@ -113,6 +115,7 @@ def test_scatters_set_and_add_with_negative_indices_and_broadcast_updates() -> N
     compare_with_vm([x, w, c], outs, values, FAST)
     f = kiln.function([x, w, c], outs, mode=FAST)
     assert loops_over(f, 9) == 1
+    assert "index_error" in f.thunk.source  # negative constants wrap: checked
 
 
 def test_an_index_out_of_bounds_raises_the_vm_error() -> None:

@@ -12,7 +12,7 @@ puts *loop nodes* over the same static length ``n`` into one :class:`FusedLoop`
 - an ``Elemwise`` with a vector result of length ``n``: its value at ``j`` (written
   to an array only when a node outside the loop reads it);
 - a gather ``x[idx]`` (``AdvancedSubtensor1`` of a vector ``x``) with ``len(idx) == n``:
-  ``x[idx[j]]``, bounds-checked;
+  ``x[idx[j]]``, bounds-checked (unless ``idx`` is a constant known to be in bounds);
 - a reduction of a vector of length ``n`` (``CAReduce`` or ``FusedReduce`` over axis
   0): folded into an accumulator, its result ready after the loop;
 - a scatter ``x[idx] += y`` or ``x[idx] = y`` (``AdvancedIncSubtensor1`` of a vector
@@ -493,8 +493,16 @@ def _write_loop(op: FusedLoop, ctx: CodeContext) -> None:
 
     checked_indices: dict[tuple[str, str], str] = {}
 
-    def checked(idx: str, size: str, label: str) -> str:
-        """Return ``idx`` checked as an index into ``size`` elements (once per pair)."""
+    def checked(idx_var: Variable, size: str, label: str) -> str:
+        """Return the index ``idx_var`` checked as one into ``size`` elements (once per pair).
+
+        Constant indices known to be in bounds (and not negative) need no check.
+        """
+        idx = value(idx_var)
+        if size.isdigit() and idx_var in inner_inputs:
+            outer = ctx.node.inputs[inner_inputs.index(idx_var)]  # type: ignore[arg-type]
+            if _constant_in_bounds(outer, int(size)):
+                return idx
         found = checked_indices.get((idx, size))
         if found is None:
             found, checks = _checked_index(ctx, idx, size, label)
@@ -518,7 +526,7 @@ def _write_loop(op: FusedLoop, ctx: CodeContext) -> None:
             indexed = True
             x, idx = inner.inputs
             name = ctx.fresh("a")
-            g = checked(value(idx), _length(arrays[x], x), str(inner.op))
+            g = checked(idx, _length(arrays[x], x), str(inner.op))
             body.append(f"{name} = {arrays[x]}[{g}]")
             values[out] = name
             if out in outputs:
@@ -533,7 +541,7 @@ def _write_loop(op: FusedLoop, ctx: CodeContext) -> None:
             target = outputs[out] if out in outputs else ctx.fresh("t")
             before.append(f"{target} = np.copy({arrays[x]})")
             set_ = inner.op.set_instead_of_inc  # type: ignore[attr-defined]
-            g = checked(value(idx), _length(target, x), str(inner.op))
+            g = checked(idx, _length(target, x), str(inner.op))
             body.append(f"{target}[{g}] {'=' if set_ else '+='} {value(y)}")
     two_pass = bool(folds) and not indexed and calls_vector_math(body)
     ctx.emit("\n".join(_place_folds(lines, folds, n, j, two_pass, ctx)))
@@ -553,6 +561,13 @@ def _length(name: str, v: Variable) -> str:
     """
     n = _vector_length(v)
     return str(n) if n is not None else f"{name}.shape[0]"
+
+
+def _constant_in_bounds(v: Variable, size: int) -> bool:
+    """Whether ``v`` is a constant of integer indices in ``[0, size)``."""
+    if not isinstance(v, Constant) or v.data.dtype.kind not in "iu" or v.data.size == 0:
+        return False
+    return bool(v.data.min() >= 0 and v.data.max() < size)
 
 
 def _checked_index(ctx: CodeContext, idx: str, size: str, label: str) -> tuple[str, list[str]]:
