@@ -229,3 +229,60 @@ def test_hessian_against_analytic():
     got_x, got_y = evaluate([hx, hy], {x: xv, y: yv})
     np.testing.assert_allclose(got_x, 2 * np.eye(3) * (yv**2).sum())
     np.testing.assert_allclose(got_y, 2 * np.eye(2) * (xv**2).sum())
+
+
+# --- the subgradient convention at ties (kiln_graph._math) --------------------------------
+
+
+def _grad_at(build: Callable[[kg.Variable], kg.Variable], value: object) -> np.ndarray:
+    x = kt.vector("x") if np.ndim(value) else kt.scalar("x")
+    return np.asarray(evaluate(kg.grad(kt.sum(build(x)), x), {x: np.asarray(value, float)}))
+
+
+def _central(f: Callable[[np.ndarray], float], x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    out = np.empty_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        out[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("build", "numpy", "at"),
+    [
+        (lambda x: kt.maximum(x, 0.0), lambda x: np.maximum(x, 0.0), [0.0, 1.0, -1.0]),
+        (lambda x: kt.minimum(x, 0.0), lambda x: np.minimum(x, 0.0), [0.0, 1.0, -1.0]),
+        (lambda x: kt.maximum(x, 0.0) + kt.minimum(x, 0.0), lambda x: x, [0.0, 2.0]),
+        (lambda x: kt.maximum(x, x), lambda x: x, [0.0, 3.0]),
+        (lambda x: kt.abs(x), np.abs, [0.0, -2.0, 2.0]),
+        (lambda x: kt.clip(x, -1.0, 1.0), lambda x: np.clip(x, -1.0, 1.0), [-1.0, 1.0, 0.0, 5.0]),
+        (lambda x: kt.max(x), np.max, [1.0, 1.0, 0.0]),
+        (lambda x: kt.max(x), np.max, [2.0, 2.0, 2.0]),
+        (lambda x: kt.min(x), np.min, [-1.0, 3.0, -1.0]),
+        (lambda x: kt.switch(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0), [1.0, -1.0]),
+    ],
+    ids=["maximum", "minimum", "max+min", "max(x,x)", "abs", "clip", "max-tie2", "max-tie3",
+         "min-tie", "switch"],
+)
+def test_ties_split_the_gradient_as_central_differences(build, numpy, at) -> None:
+    """A kink's gradient is the mean of the one-sided derivatives (elementwise ops), and a
+    reduction's tie splits it equally, so sums of pieces stay right."""
+    x = np.asarray(at, float)
+    got = _grad_at(build, x)
+    elementwise = np.shape(numpy(x)) == x.shape
+    if elementwise:
+        expected = _central(lambda v: float(np.sum(numpy(v))), x)
+    else:  # a tie of k entries: 1/k each, which sums to the directional derivative 1
+        ties = x == numpy(x)
+        expected = ties / ties.sum()
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+
+
+def test_clip_gradient_at_its_bounds_goes_half_to_the_bound() -> None:
+    x, lo, hi = kt.scalar("x"), kt.scalar("lo"), kt.scalar("hi")
+    gx, glo, ghi = kg.grad(kt.clip(x, lo, hi), [x, lo, hi])
+    at_lo = [float(evaluate(g, {x: -1.0, lo: -1.0, hi: 1.0})) for g in (gx, glo, ghi)]
+    at_hi = [float(evaluate(g, {x: 1.0, lo: -1.0, hi: 1.0})) for g in (gx, glo, ghi)]
+    assert at_lo == [0.5, 0.5, 0.0]
+    assert at_hi == [0.5, 0.0, 0.5]

@@ -37,7 +37,7 @@ from kiln_graph._math import (
 )
 from kiln_graph._reduce import CAReduce
 from kiln_graph.testing import evaluate
-from kiln_rewrite import Query, db, rewrite, rewrite_graph
+from kiln_rewrite import Query, db, rewrite, rewrite_graph, stable_grad
 
 #: The phases up to stabilize: the graphs are inspected before fusion merges nodes.
 STABILIZE = Query(phases=("merge", "canonicalize", "stabilize"))
@@ -400,3 +400,35 @@ def test_bounds_of_a_sigmoid_become_a_nan_check():
     np.testing.assert_array_equal(f(values), ~np.isnan(values))
     printed = kiln.format_graph(f.outputs)
     assert "sigmoid" not in printed and "exp" not in printed, printed
+
+
+# --- gradients of the stabilized graph (kiln_rewrite.stable_grad) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "at", "expected"),
+    [
+        # d/dz [-(0.5 / exp(z))**2 / 2 - z]: 0.25 exp(-2z) - 1, -1 where exp(z) overflows
+        (lambda z: -0.5 * kt.square(0.5 / kt.exp(z)) - kt.log(kt.exp(z)), 710.0, -1.0),
+        (lambda z: -0.5 * kt.square(0.5 * kt.reciprocal(kt.exp(z))) - z, 800.0, -1.0),
+        # a log-transformed Gamma(2, 1): 2 z - exp(z), gradient 2 where exp(z) underflows
+        (lambda z: kt.log(kt.exp(z)) - kt.exp(z) + z, -710.0, 2.0),
+        # a logit-transformed Beta(0.5, 0.5): -0.5 softplus(-z) - 0.5 softplus(z)
+        (lambda z: 0.5 * kt.log(kt.sigmoid(z)) + 0.5 * kt.log1p(-kt.sigmoid(z)), 40.0, -0.5),
+        (lambda z: kt.log1p(-kt.sigmoid(z)), -1e300, 0.0),
+    ],
+    ids=["div-exp", "reciprocal-exp", "log-exp", "log1p-neg-sigmoid", "huge"],
+)
+def test_stable_grad_is_finite_where_the_stable_value_is(build, at, expected) -> None:
+    """``kiln.grad`` of the graph as written is NaN or inf at these points; the gradient of
+    the stabilized graph has the exact value, and the value is finite."""
+
+    z = kt.scalar("z")
+    cost, g = stable_grad(build(z), z)
+    with np.errstate(all="ignore"):
+        value, grad = (float(evaluate(v, {z: at})) for v in (cost, g))
+        naive = float(evaluate(kiln.grad(build(z), z), {z: at}))
+    assert np.isfinite(value)
+    assert grad == pytest.approx(expected, abs=1e-12)
+    if at in (710.0, 800.0, -710.0):
+        assert not np.isfinite(naive)  # what the unstabilized gradient gives

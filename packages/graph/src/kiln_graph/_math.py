@@ -146,6 +146,34 @@ def _float_dtype(x: TensorVariable) -> str:
     return x.dtype if x.dtype.startswith("float") else "float64"
 
 
+# --- the subgradient convention at ties ---------------------------------------------------
+# Where a piecewise function has a kink (maximum, minimum, clip, abs, sign, max / min
+# reductions), kiln's gradient is the mean of the one-sided derivatives: a tie splits the
+# gradient equally among the tied arguments (1/2 each for maximum and minimum, 1/k each
+# of k tied entries of a max / min reduction), and abs and sign give 0 at 0. This is what
+# central finite differences give, and it keeps formulas written as sums of such pieces
+# right: maximum(x, 0) + minimum(x, 0) == x has gradient 1 at x == 0. Comparisons have
+# no gradient; a switch passes the gradient to the branch it selects only (so a clamp
+# that must be exact at its edge is written as a switch, not as maximum / minimum).
+
+
+def _tie_weight(a: TensorVariable, b: TensorVariable, dtype: str) -> TensorVariable:
+    """Return the share of ``d maximum(a, b)`` that goes to ``a`` (1, 1/2 at a tie, else 0)."""
+    return switch(eq(a, b), constant(0.5, dtype=dtype), cast(gt(a, b), dtype))
+
+
+def _clip_grad(xs: list[TensorVariable], o: TensorVariable, g: TensorVariable) -> list[Any]:
+    """Gradient of ``clip(x, lo, hi)`` as that of ``minimum(maximum(x, lo), hi)``."""
+    x, lo, hi = xs
+    m = maximum(x, lo)
+    g_m = mul(g, _tie_weight(hi, m, g.dtype))
+    return [
+        mul(g_m, _tie_weight(x, lo, g.dtype)),
+        mul(g_m, _tie_weight(lo, x, g.dtype)),
+        mul(g, _tie_weight(m, hi, g.dtype)),
+    ]
+
+
 # --- scalar op table -------------------------------------------------------------------
 # Gradient rules use the elementwise functions defined below (resolved at call time).
 
@@ -203,10 +231,10 @@ Maximum = _declare(
     2,
     FROM_NFUNC,
     lambda xs, o, g: [
-        mul(g, cast(ge(xs[0], xs[1]), g.dtype)),
-        mul(g, cast(lt(xs[0], xs[1]), g.dtype)),
+        mul(g, _tie_weight(xs[0], xs[1], g.dtype)),
+        mul(g, _tie_weight(xs[1], xs[0], g.dtype)),
     ],
-    "elementwise maximum",
+    "elementwise maximum (a tie splits the gradient equally)",
 )
 Minimum = _declare(
     "Minimum",
@@ -214,10 +242,10 @@ Minimum = _declare(
     2,
     FROM_NFUNC,
     lambda xs, o, g: [
-        mul(g, cast(le(xs[0], xs[1]), g.dtype)),
-        mul(g, cast(gt(xs[0], xs[1]), g.dtype)),
+        mul(g, _tie_weight(xs[1], xs[0], g.dtype)),
+        mul(g, _tie_weight(xs[0], xs[1], g.dtype)),
     ],
-    "elementwise minimum",
+    "elementwise minimum (a tie splits the gradient equally)",
 )
 EQ = _declare("EQ", np.equal, 2, bool_out, None, "x == y")
 NEQ = _declare("NEQ", np.not_equal, 2, bool_out, None, "x != y")
@@ -450,12 +478,8 @@ Clip = _declare(
     np.clip,
     3,
     upcast,
-    lambda xs, o, g: [
-        mul(g, cast(logical_and(ge(xs[0], xs[1]), le(xs[0], xs[2])), g.dtype)),
-        mul(g, cast(lt(xs[0], xs[1]), g.dtype)),
-        mul(g, cast(gt(xs[0], xs[2]), g.dtype)),
-    ],
-    "x limited to [lo, hi]",
+    _clip_grad,
+    "x limited to [lo, hi] (minimum(maximum(x, lo), hi), and its gradient at ties)",
 )
 
 # --- elementwise functions ---------------------------------------------------------------

@@ -130,9 +130,11 @@ class CAReduce(Op):
             safe_x = _math.switch(is_zero, 1, x)
             dx = _math.switch(is_zero, at_zero_full, _math.true_divide(out_full, safe_x))
             return [_math.mul(g_full, dx)]
-        # max/min: the gradient flows to every entry equal to the extremum.
+        # max/min: the gradient is split equally among the entries equal to the extremum
+        # (kiln_graph._math's convention at ties).
         mask = _elemwise.cast(_math.eq(x, out_full), x.type.dtype)  # type: ignore[attr-defined]
-        return [_math.mul(g_full, mask)]
+        ties = _restore_axes(CAReduce("sum", self.axis)(mask), self.axis, x.ndim)  # type: ignore[attr-defined]
+        return [_math.mul(g_full, _math.true_divide(mask, ties))]
 
 
 def _restore_axes(v: Any, axis: tuple[int, ...], ndim: int) -> TensorVariable:

@@ -17,9 +17,9 @@ import numpy as np
 from kiln_compile import Function, Mode, function
 from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, graph_replace
 from kiln_graph import tensor as kt
-from kiln_graph._grad import grad
 from kiln_model._errors import ModelError
 from kiln_model._logprob import LogpGraph, build_logp
+from kiln_rewrite import stable_grad
 
 if TYPE_CHECKING:
     from kiln_model._model import Model
@@ -193,10 +193,12 @@ class CompiledModel:
             pieces[info.value] = piece
         self._mode = mode
         self._pieces = pieces
-        self._logp_graph: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
+        total: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
         # With discrete blocks the log-density may not depend on x through a float path.
         ignore = "ignore" if self.discrete_mask.any() else "raise"
-        dlogp = grad(self._logp_graph, x, disconnected_inputs=ignore)  # type: ignore[arg-type]
+        # The gradient of the stabilized log-density: as finite as the value (an exp that
+        # overflows where the value has log(exp(z)) -> z gives no NaN), on every backend.
+        self._logp_graph, dlogp = stable_grad(total, x, disconnected_inputs=ignore)
         self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
         self._logp: Function | None = None
         self._expand: Function | None = None

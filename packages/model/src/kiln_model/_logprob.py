@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kiln_graph import TensorVariable, Variable, graph_replace
 from kiln_graph import tensor as kt
 
@@ -36,14 +38,22 @@ class LogpGraph:
     replace: dict[Variable, Variable]
 
     def total(self, jacobian: bool = True) -> TensorVariable:
-        """Return the joint log-density, a float64 scalar."""
+        """Return the joint log-density, a float64 scalar.
+
+        Where it is NaN it is -inf: a NaN log-density is an indeterminate form
+        (``inf - inf``, ``0 * inf``) at a point where a value or parameter overflows
+        float64 (an infinite shape, a scale that underflows to 0), which has no
+        representable density; every backend reports such a point as outside the
+        support.
+        """
         parts = [kt.sum(t) for t in self.terms.values()]
         if jacobian:
             parts += [kt.sum(j) for j in self.jacobians.values()]
         total: Any = kt.constant(0.0)
         for p in parts:
             total = total + p
-        return kt.as_tensor(total)
+        total = kt.as_tensor(total)
+        return kt.switch(kt.isnan(total), -np.inf, total)
 
     def variable_logp(self, name: str, jacobian: bool = True) -> TensorVariable:
         """Return one variable's summed term (with its log-Jacobian when asked)."""

@@ -30,11 +30,13 @@ def normal_lcdf(z: Any) -> Any:
     # Each branch sees only its own side of -1, so the one a switch does not select stays
     # finite (erfcx(-z) overflows for large z, log1p(-1) for very negative z), and so does
     # its gradient: a switch's gradient multiplies the other branch's by 0, and 0 * inf
-    # would be NaN.
-    zl, zu = kt.minimum(z, -1.0), kt.maximum(z, -1.0)
+    # would be NaN. The clamps are switches with the test of the outer one, so that at
+    # z == -1 the selected branch gets the whole gradient (maximum would split it).
+    below = z < -1.0
+    zl, zu = kt.switch(below, z, -1.0), kt.switch(below, -1.0, z)
     lower = kt.log(0.5 * kt.erfcx(-zl * _SQRT_HALF)) - 0.5 * zl * zl
     upper = kt.log1p(-0.5 * kt.erfc(zu * _SQRT_HALF))
-    return kt.switch(z < -1.0, lower, upper)
+    return kt.switch(below, lower, upper)
 
 
 def log_diff_exp(a: Any, b: Any) -> Any:

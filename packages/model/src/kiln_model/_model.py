@@ -30,6 +30,7 @@ from kiln_model._compiled import CompiledModel, compile_point_function, initial_
 from kiln_model._errors import ModelError
 from kiln_model._logprob import build_logp
 from kiln_model._transforms import ChainTransform, IntervalTransform, Transform
+from kiln_rewrite import stabilize_graph, stable_grad
 
 _context = threading.local()
 
@@ -228,8 +229,7 @@ class Model:
 
     def compile_dlogp(self, jacobian: bool = True, mode: Any = None) -> Any:
         """Return ``f(point) -> gradient``, flat, in the order of the value variables."""
-        logp = build_logp(self).total(jacobian)
-        grads = grad(logp, self.value_vars)
+        _, grads = stable_grad(build_logp(self).total(jacobian), self.value_vars)
         f = compile_point_function(self, list(grads), mode=mode)
         return lambda point=None: np.concatenate([np.ravel(g) for g in f(point)])
 
@@ -251,7 +251,9 @@ class Model:
         """
         terms = self.logp(sum=False)
         names = list(terms)
-        f = compile_point_function(self, [kt.sum(terms[n]) for n in names], mode="FAST_COMPILE")
+        # Stabilized as the compiled log-density is, so that the terms agree with it.
+        sums = stabilize_graph([kt.sum(terms[n]) for n in names], self.value_vars)
+        f = compile_point_function(self, sums, mode="FAST_COMPILE")
         values = f(point)
         return {n: round(float(v), round_vals) for n, v in zip(names, values, strict=True)}
 

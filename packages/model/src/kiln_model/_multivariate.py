@@ -49,8 +49,9 @@ class Multinomial(Distribution):
     @staticmethod
     def logp(value: Any, n: Any, p: Any) -> TensorVariable:
         p = kt.as_tensor(p)
-        p = p / kt.sum(p, axis=-1, keepdims=True)
-        terms = kt.switch(kt.eq(value, 0), 0.0, value * kt.log(p))
+        # Normalized in log space, so that a softmax's log is the stable log_softmax.
+        log_p = kt.log(p) - kt.log(kt.sum(p, axis=-1, keepdims=True))
+        terms = kt.switch(kt.eq(value, 0), 0.0, value * log_p)
         logp = (
             kt.gammaln(n + 1.0) - kt.sum(kt.gammaln(value + 1.0), axis=-1) + kt.sum(terms, axis=-1)
         )

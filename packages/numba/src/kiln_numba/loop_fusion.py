@@ -193,6 +193,9 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
     readers: dict[Variable, list[int]] = {}  # vector -> groups reading it at ``j``
     by_length: dict[int, list[int]] = {}
     deps: dict[Apply, int] = {}
+    # gdeps[g]: the groups that group g, as one fused node, depends on (closed under
+    # dependency: a group that depends on g also holds what g depends on).
+    gdeps: list[int] = []
     for node in nodes:
         mask = 0
         for v in node.inputs:
@@ -220,7 +223,7 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
                 and len(members[g]) < _MAX_MEMBERS
                 and len(inputs[g] | {v for v in outside if group_of.get(v.owner) != g})
                 <= MAX_INLINED_PARAMS
-                and _may_join(node, kind, g, group_of, kinds, deps)
+                and _may_join(node, kind, g, group_of, kinds, deps, gdeps)
             ),
             None,
         )
@@ -229,7 +232,14 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
             members.append([])
             inputs.append(set())
             lengths.append(n)
+            gdeps.append(0)
             by_length.setdefault(n, []).append(chosen)
+        added = _closure(mask, gdeps) & ~(1 << chosen)
+        if added & ~gdeps[chosen]:
+            gdeps[chosen] |= added
+            for k in range(len(gdeps)):
+                if gdeps[k] >> chosen & 1:
+                    gdeps[k] |= gdeps[chosen]
         group_of[node] = chosen
         members[chosen].append(node)
         inputs[chosen] |= {v for v in outside if group_of.get(v.owner) != chosen}
@@ -240,6 +250,16 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
     return [g for g in members if len(g) > 1]
 
 
+def _closure(mask: int, gdeps: list[int]) -> int:
+    """Return ``mask`` (a set of groups) with every group those groups depend on."""
+    out, rest = mask, mask
+    while rest:
+        low = rest & -rest
+        out |= gdeps[low.bit_length() - 1]
+        rest ^= low
+    return out
+
+
 def _may_join(
     node: Apply,
     kind: str,
@@ -247,17 +267,26 @@ def _may_join(
     group_of: dict[Apply, int],
     kinds: dict[Apply, str],
     deps: dict[Apply, int],
+    gdeps: list[int],
 ) -> bool:
-    """Whether ``node`` may join group ``g`` (see the module docstring)."""
+    """Whether ``node`` may join group ``g`` (see the module docstring).
+
+    Not when it reads, from outside ``g``, a value that depends on ``g``: through the
+    nodes (``deps``) or through the groups those belong to (``gdeps``: a fused group
+    reads all its members' inputs at once).
+    """
     whole = _WHOLE.get(kind, ())
     for i, v in enumerate(node.inputs):
         p = v.owner
-        if p is None:
+        if p is None or p not in deps:
             continue
-        if group_of.get(p) == g:
+        k = group_of.get(p)
+        if k == g:
             if i in whole or kinds[p] in _AFTER_LOOP:
                 return False
-        elif deps.get(p, 0) >> g & 1:
+            continue
+        reach = deps[p] | (1 << k if k is not None else 0)
+        if _closure(reach, gdeps) >> g & 1:
             return False
     return True
 

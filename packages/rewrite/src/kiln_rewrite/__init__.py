@@ -27,6 +27,9 @@ from kiln_rewrite._pipeline import FAST_COMPILE_QUERY as FAST_COMPILE_QUERY
 from kiln_rewrite._pipeline import FAST_RUN_QUERY as FAST_RUN_QUERY
 from kiln_rewrite._pipeline import pipeline as pipeline
 from kiln_rewrite._pipeline import rewrite as rewrite
+from kiln_rewrite._stable_grad import STABILIZE_QUERY as STABILIZE_QUERY
+from kiln_rewrite._stable_grad import stabilize_graph as stabilize_graph
+from kiln_rewrite._stable_grad import stable_grad as stable_grad
 from kiln_rewrite._stats import RewriteStats as RewriteStats
 
 __all__ = ["canonicalize", "fusion", "inplace", "random", "specialize", "stabilize"]

@@ -171,6 +171,12 @@ _stabilize(
     "local_log_one_minus_sigmoid",
 )
 _stabilize(
+    E(Log1p)(E(Neg)(E(Sigmoid)(_x))),
+    lambda x: kt.neg(kt.softplus(x)),
+    "log1p(-sigmoid(x)) -> -softplus(x)",
+    "local_log1p_neg_sigmoid",
+)
+_stabilize(
     E(Sub)(1, E(Sigmoid)(_x)),
     lambda x: kt.sigmoid(_neg(x)),
     "1 - sigmoid(x) -> sigmoid(-x)",
@@ -224,6 +230,47 @@ _stabilize(
     "1 - exp(x) -> -expm1(x)",
     "local_one_minus_exp",
 )
+
+
+# --- division by an exp ---------------------------------------------------------------------
+
+
+def _exp_under_shuffle(v: Variable) -> tuple[Variable, DimShuffle | None] | None:
+    """Match ``[dimshuffle](exp(z))``: return ``z`` and the DimShuffle (or None)."""
+    shuffle = None
+    if v.owner is not None and isinstance(v.owner.op, DimShuffle):
+        shuffle, v = v.owner.op, v.owner.inputs[0]
+    if not _is(v, Exp):
+        return None
+    return _args(v)[0], shuffle
+
+
+@register_local(
+    "stabilize",
+    "fast_run",
+    identity="x / exp(z) -> x * exp(-z), reciprocal(exp(z)) -> exp(-z) (also of a broadcast "
+    "exp: its gradient stays finite where exp(z) overflows)",
+    tracks=[TrueDivide, Reciprocal],
+)
+def local_div_exp(node: Apply) -> Variable | None:
+    """Rewrite a division by ``exp(z)`` into a product with ``exp(-z)``.
+
+    Where ``exp(z)`` overflows, ``x / exp(z)`` is 0 and so is the rewritten value, but
+    the gradient of the quotient (``-x / exp(z)**2 * exp(z)``) is ``0 * inf``; that of
+    ``x * exp(-z)`` is ``-x * exp(-z)``, 0.
+    """
+    is_div = isinstance(node.op.scalar_op, TrueDivide)  # type: ignore[attr-defined]
+    found = _exp_under_shuffle(node.inputs[-1])
+    out = node.outputs[0]
+    if found is None or not _dtype(out).startswith("float"):
+        return None
+    z, shuffle = found
+    inv: Any = kt.exp(_neg(z))
+    if shuffle is not None:
+        inv = shuffle(inv)
+    result = kt.mul(node.inputs[0], inv) if is_div else inv
+    result = kt.cast(result, _dtype(out))
+    return result if result.type == out.type else None
 
 
 # --- sqrt(x**2) ------------------------------------------------------------------------------
@@ -372,9 +419,9 @@ ERFC_THRESHOLD = 2.0
 def local_log_erfc(node: Apply) -> Variable | None:
     """Rewrite ``log(erfc(x))``, which is ``-inf`` once ``erfc`` underflows, for large x.
 
-    Each branch of the switch sees a clipped argument (``minimum(x, t)``,
-    ``maximum(x, t)``) so the branch not taken is finite and contributes no NaN to the
-    gradient.
+    Each branch of the switch sees a clamped argument (``minimum(x, t)``, and
+    ``switch(x < t, t, x)`` so that at ``x == t`` the selected branch gets the whole
+    gradient) so the branch not taken is finite and contributes no NaN to the gradient.
     """
     (arg,) = node.inputs
     if not _is(arg, Erfc):
@@ -386,10 +433,11 @@ def local_log_erfc(node: Apply) -> Variable | None:
             return None  # already bounded above: erfc cannot underflow (built here)
     x = kt.cast(x, _dtype(arg))
     t = ERFC_THRESHOLD
+    below = kt.lt(x, t)
     small = kt.log(kt.erfc(kt.minimum(x, t)))
-    xl = kt.maximum(x, t)
+    xl = kt.switch(below, t, x)
     large = kt.sub(kt.log(kt.erfcx(xl)), kt.square(xl))
-    return kt.switch(kt.lt(x, t), small, large)
+    return kt.switch(below, small, large)
 
 
 # --- the gradients of the unstable forms ------------------------------------------------------
