@@ -9,7 +9,9 @@ Numba-backend ones (``stage2.py``: cold / warm compile in new processes, per cal
 against hand-written ``@njit``, tiny-graph call overhead) under ``"stage2"``, the
 random draws against NumPy's Generator (``random_draws.py``) under ``"random"``, and
 the model layer's first line -> compiled logp+grad (``model_compile.py``) under
-``"model_compile"``, and ``kl.sample`` end to end (``sampling.py``) under ``"sampling"``.
+``"model_compile"``, ``kl.sample`` end to end (``sampling.py``) under ``"sampling"``,
+and the time per leapfrog step of each form of data (``data_variants.py``) under
+``"data_variants"``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 import kiln
 import kiln.tensor as kt
+import data_variants
 import model_compile
 import random_draws
 import sampling
@@ -109,6 +112,11 @@ def main() -> None:
     parser.add_argument(
         "--no-sample", action="store_true", help="skip the kl.sample end-to-end benchmarks"
     )
+    parser.add_argument(
+        "--no-variants",
+        action="store_true",
+        help="skip the per-leapfrog times of the data variants (issue #19)",
+    )
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),
@@ -144,6 +152,8 @@ def main() -> None:
     if not args.no_sample:
         models = tuple(m for m in args.models if m in sampling.PYMC_BEST_WALL)
         report["sampling"] = sampling.run_sampling(models)
+    if not args.no_variants:
+        report["data_variants"] = data_variants.leapfrog_times()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     for name, res in results.items():
@@ -160,6 +170,8 @@ def main() -> None:
         print(model_compile.format_table(report["model_compile"]))
     if "sampling" in report:
         print(sampling.format_table(report["sampling"]))
+    if "data_variants" in report:
+        print(data_variants.format_table(report["data_variants"]))
     print(f"wrote {args.output}")
 
 

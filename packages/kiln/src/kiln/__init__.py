@@ -47,5 +47,6 @@ from kiln_graph.testing import verify_grad as verify_grad
 from kiln_model import *  # noqa: F403  (Model, the distributions, Data, ...: see kiln_model)
 from kiln_model import transforms as transforms
 from kiln_samplers import SamplingWarning as SamplingWarning
+from kiln_samplers import SlowPathWarning as SlowPathWarning
 
 __version__ = _version("kiln")

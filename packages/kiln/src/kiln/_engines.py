@@ -15,12 +15,13 @@ import dataclasses
 import importlib
 import importlib.util
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import kiln_samplers
 from kiln_compile import Mode, linker_name_of
-from kiln_graph import KilnValueError
+from kiln_graph import KilnTypeError, KilnValueError
 from kiln_model import Model
 from kiln_model._compiled import CompiledModel
 
@@ -145,7 +146,17 @@ def run_kiln(run: EngineRun) -> EngineResult:
     if compiled.function.linker == "numba":
         from kiln_numba import native_logp_grad
 
-        native = native_logp_grad(compiled.function)
+        try:
+            native = native_logp_grad(compiled.function)
+        except KilnTypeError as exc:
+            warnings.warn(
+                f"kl.sample: the model's log-density cannot be called by the compiled NUTS "
+                f"kernel ({exc}); sampling with the Python kernel, which is many times "
+                "slower (idata.attrs['nuts_kernel'] == 'python')",
+                kiln_samplers.SlowPathWarning,
+                stacklevel=3,
+            )
+    if native is not None:
         # The draws' expand function (deterministics) is compiled now rather than after
         # sampling: on a cold start this overlaps the kernel's background compile.
         try:

@@ -41,6 +41,20 @@ def _as_output_dtype(ctx: CodeContext, i: int) -> str:
     return f"{name}.astype({np_dtype(dtype)})"
 
 
+def _cast_once(ctx: CodeContext, i: int) -> str:
+    """Emit input ``i`` cast to the output's dtype into a name of its own; return the name.
+
+    For loops that index the operand: an ``x.astype(...)`` expression in the loop body
+    would copy the whole array at every element read.
+    """
+    cast = _as_output_dtype(ctx, i)
+    if cast == ctx.inputs[i]:
+        return cast
+    name = ctx.fresh("cast")
+    ctx.emit(f"{name} = {cast}")
+    return name
+
+
 def _linalg_dtype(ctx: CodeContext) -> str:
     dtype = ctx.output_type(0).dtype
     if dtype not in ("float32", "float64"):
@@ -99,9 +113,7 @@ def numba_funcify_MatMul(op: MatMul, node: Apply, ctx: CodeContext) -> None:  # 
     a, b = _as_output_dtype(ctx, 0), _as_output_dtype(ctx, 1)
     if _small_matmul(ctx):
         # A function of its own, shared by equal products (see kiln_numba._outline).
-        outline(
-            ctx, lambda sub: _emit_matmul_loops(sub, *(_as_output_dtype(sub, i) for i in (0, 1)))
-        )
+        outline(ctx, lambda sub: _emit_matmul_loops(sub, *(_cast_once(sub, i) for i in (0, 1))))
     elif dtype in BLAS_DTYPES:
         ctx.emit(f"{out} = dot_kernel({a}, {b})")
     elif dtype == "float16":

@@ -163,10 +163,14 @@ def _sum_of_mul(node: Apply) -> list[Any] | None:
     return list(inner.inputs)
 
 
+#: The dtypes a dot product of vectors goes to BLAS in.
+_BLAS_DTYPES = ("float32", "float64")
+
+
 @register_local(
     "specialize",
     "fast_run",
-    identity="sum(x * y) -> dot(x, y) for vectors x, y of the same length",
+    identity="sum(x * y) -> dot(x, y) for float vectors x, y of the same length and dtype",
     tracks=[CAReduce],
 )
 def local_sum_mul_to_dot(node: Apply) -> Variable | None:
@@ -178,7 +182,10 @@ def local_sum_mul_to_dot(node: Apply) -> Variable | None:
     if x.type.ndim != 1 or any(f.type.broadcastable[0] for f in factors):
         return None
     out: Any = node.outputs[0]
-    if kt.dot(x, y).dtype != out.type.dtype:
+    # Only a product BLAS computes as it is: of two vectors of the result's float dtype.
+    # Integer, boolean or mixed factors would be cast to a copy at every call; as a
+    # sum of products they fuse into one loop that reads them as they are.
+    if {x.type.dtype, y.type.dtype} != {out.type.dtype} or out.type.dtype not in _BLAS_DTYPES:
         return None
     return kt.dot(x, y)
 

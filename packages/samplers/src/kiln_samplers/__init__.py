@@ -35,6 +35,7 @@ from kiln_samplers._protocol import CompiledModel as CompiledModel
 from kiln_samplers._protocol import NativeLogpGrad as NativeLogpGrad
 from kiln_samplers._protocol import NativePointers as NativePointers
 from kiln_samplers._results import SamplingWarning as SamplingWarning
+from kiln_samplers._results import SlowPathWarning as SlowPathWarning
 from kiln_samplers._results import check_diagnostics as check_diagnostics
 from kiln_samplers._results import to_datatree as to_datatree
 from kiln_samplers._sample import SamplingInterrupted as SamplingInterrupted

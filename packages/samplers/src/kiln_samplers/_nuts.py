@@ -80,6 +80,10 @@ class ChainResult:
     stats: np.ndarray
     n_done: int
     warmup_done: bool
+    #: Leapfrog steps taken (warm-up included) and the kernel that took them:
+    #: ``"c"``, ``"numba"`` (the compiled kernels) or ``"python"``.
+    n_leapfrog: int = 0
+    kernel: str = "python"
 
 
 def _python_fn(model: CompiledModel) -> Callable[..., float]:
@@ -285,11 +289,31 @@ def run_chain(
     ``progress(n_new, stats_of_new, tuning)`` is called after each chunk; setting ``stop`` ends
     the chain after the current chunk (the result then holds what was drawn).
     """
+    # Overflow in a trajectory (a momentum or an energy that becomes inf) is a divergence,
+    # reported as one: not as NumPy's RuntimeWarning, in the Python pieces of a chain.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _run_chain(model, state, draws, tune, settings, native, progress, stop)
+
+
+def _run_chain(
+    model: CompiledModel,
+    state: ChainState,
+    draws: int,
+    tune: int,
+    settings: NutsSettings,
+    native: NativeLogpGrad | None,
+    progress: Callable[[int, np.ndarray, bool], None] | None,
+    stop: threading.Event | None,
+) -> ChainResult:
     kernel: Callable[..., float]
     if native is not None:
         (kernel, fn), user_data = _native_kernel(native, state, settings), native.user_data
+        kind = "numba" if isinstance(kernel, _UntilCompiled) else "c"
     else:
         kernel, fn, user_data = core.sample_chunk, _python_fn(model), None
+        kind = "python"
+    steps = STAT_NAMES.index("n_steps")
+    n_leapfrog = 0
     n = state.q.shape[0]
     _restart_step_size(state, _find_step_size(fn, user_data, state))
     window_start, ends = warmup_schedule(tune)
@@ -300,7 +324,8 @@ def run_chain(
     i = 0
     while i < tune:
         if stop is not None and stop.is_set():
-            return ChainResult(np.empty((0, n)), np.empty((0, len(STAT_NAMES))), 0, False)
+            empty = np.empty((0, len(STAT_NAMES)))
+            return ChainResult(np.empty((0, n)), empty, 0, False, n_leapfrog, kind)
         stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
         m = stop_at - i
         collect = window_start <= i < last_end
@@ -310,6 +335,7 @@ def run_chain(
             settings.max_treedepth, settings.max_energy_error, True, collect,
         )  # fmt: skip
         i = stop_at
+        n_leapfrog += int(warm_stats[:m, steps].sum())
         if i in ends:
             state.inv_mass = regularized_variance(state.welford)
             state.welford[:] = 0.0
@@ -335,6 +361,7 @@ def run_chain(
         i += m
         if progress is not None:
             progress(m, out_stats[i - m : i], False)
+    n_leapfrog += int(out_stats[:i, steps].sum())
     eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
     stats = np.concatenate([out_stats[:i], np.full((i, 1), eps_bar)], axis=1)
-    return ChainResult(out_draws[:i], stats, i, True)
+    return ChainResult(out_draws[:i], stats, i, True, n_leapfrog, kind)

@@ -16,6 +16,10 @@ class SamplingWarning(UserWarning):
     """A diagnostic a user should look at: divergences, R-hat, low ESS, tree depth."""
 
 
+class SlowPathWarning(UserWarning):
+    """A model cannot take the fast path (the compiled kernel); the warning says why."""
+
+
 def to_datatree(
     trace: Trace,
     dims: Mapping[str, Any] | None = None,
@@ -39,6 +43,8 @@ def to_datatree(
         "sampling_time": trace.sampling_time,
         "tuning_steps": trace.tuning_steps,
         "interrupted": int(trace.interrupted),
+        **({"nuts_kernel": trace.kernel} if trace.kernel is not None else {}),
+        **({"n_leapfrog": trace.n_leapfrog} if trace.n_leapfrog is not None else {}),
         **(attrs or {}),
     }
     clean_coords = {k: list(v) for k, v in (coords or {}).items()}

@@ -43,6 +43,10 @@ class Trace:
     sampling_time: float
     tuning_steps: int
     interrupted: bool
+    #: Leapfrog steps of all chains (warm-up included; None where the engine does not
+    #: say) and the kernel that took them (``"c"``, ``"numba"``, ``"python"``, an engine).
+    n_leapfrog: int | None = None
+    kernel: str | None = None
 
 
 def chain_seeds(random_seed: Any, chains: int) -> list[np.random.SeedSequence]:
@@ -117,7 +121,17 @@ def sample_nuts(
     sample_stats["diverging"] = sample_stats["diverging"].astype(bool)
     for name in ("tree_depth", "n_steps"):
         sample_stats[name] = sample_stats[name].astype(np.int64)
-    return Trace(posterior, sample_stats, unconstrained, elapsed, tune, interrupted)
+    kernels = sorted({r.kernel for r in finished})
+    return Trace(
+        posterior,
+        sample_stats,
+        unconstrained,
+        elapsed,
+        tune,
+        interrupted,
+        n_leapfrog=sum(r.n_leapfrog for r in finished),
+        kernel="+".join(kernels),
+    )
 
 
 def map_draws(
