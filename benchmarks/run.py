@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+import data_variants
 import kiln
 import kiln.tensor as kt
-import data_variants
 import model_compile
 import random_draws
 import sampling

@@ -262,12 +262,24 @@ def _central(f: Callable[[np.ndarray], float], x: np.ndarray, h: float = 1e-6) -
         (lambda x: kt.min(x), np.min, [-1.0, 3.0, -1.0]),
         (lambda x: kt.switch(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0), [1.0, -1.0]),
     ],
-    ids=["maximum", "minimum", "max+min", "max(x,x)", "abs", "clip", "max-tie2", "max-tie3",
-         "min-tie", "switch"],
+    ids=[
+        "maximum",
+        "minimum",
+        "max+min",
+        "max(x,x)",
+        "abs",
+        "clip",
+        "max-tie2",
+        "max-tie3",
+        "min-tie",
+        "switch",
+    ],
 )
 def test_ties_split_the_gradient_as_central_differences(build, numpy, at) -> None:
-    """A kink's gradient is the mean of the one-sided derivatives (elementwise ops), and a
-    reduction's tie splits it equally, so sums of pieces stay right."""
+    """Check the gradient at a kink: the mean of the one-sided derivatives.
+
+    A reduction's tie splits it equally, so sums of pieces stay right.
+    """
     x = np.asarray(at, float)
     got = _grad_at(build, x)
     elementwise = np.shape(numpy(x)) == x.shape

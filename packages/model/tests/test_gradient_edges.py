@@ -27,7 +27,7 @@ BACKENDS = [b for b in ("vm", "numba") if b in available_linkers()]
 
 
 def free_scalars() -> kl.Model:
-    """Every univariate continuous distribution as a free variable (default transform)."""
+    """Return every univariate continuous distribution as a free variable."""
     with kl.Model() as m:
         kl.Normal("normal", 0.3, 2.0)
         kl.HalfNormal("halfnormal", 1.5)
@@ -55,7 +55,7 @@ def free_scalars() -> kl.Model:
 
 
 def free_parameters() -> kl.Model:
-    """Likelihoods whose parameters are Flat free variables on the unconstrained scale."""
+    """Return likelihoods whose parameters are Flat free variables."""
     y = np.array([0.5, -0.3, 1.2])
     with kl.Model() as m:
         u = kl.Flat("u")  # a logit, a log-rate or a location
@@ -80,15 +80,19 @@ def free_parameters() -> kl.Model:
 
 
 def free_vectors() -> kl.Model:
-    """The vector transforms (ordered, simplex, a chain) and multivariate distributions."""
+    """Return the vector transforms (ordered, simplex, a chain) and multivariate models."""
     cov = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 0.8]])
     with kl.Model() as m:
-        kl.Normal("ordered", 0.0, 3.0, shape=3, transform=kl.transforms.ordered,
-                  initval=[-1.0, 0.0, 1.5])
-        kl.Exponential("ordered_positive", 1.0, shape=2,
-                       transform=kl.transforms.ChainTransform(kl.transforms.log,
-                                                              kl.transforms.ordered),
-                       initval=[0.5, 2.0])
+        kl.Normal(
+            "ordered", 0.0, 3.0, shape=3, transform=kl.transforms.ordered, initval=[-1.0, 0.0, 1.5]
+        )
+        kl.Exponential(
+            "ordered_positive",
+            1.0,
+            shape=2,
+            transform=kl.transforms.ChainTransform(kl.transforms.log, kl.transforms.ordered),
+            initval=[0.5, 2.0],
+        )
         w = kl.Dirichlet("dirichlet", [1.0, 2.0, 0.5])
         kl.Multinomial("y_mult", 7, w, observed=[2, 4, 1])
         kl.MvNormal("mvnormal", [0.0, 1.0, -1.0], cov=cov)
@@ -104,7 +108,7 @@ MODELS: dict[str, Callable[[], kl.Model]] = {
 
 
 def _points(base: np.ndarray, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
-    """Each coordinate at each special value and at two random ones, the rest at ``base``."""
+    """Return each coordinate at each special value and two random ones, the rest at base."""
     out = []
     for i in range(base.size):
         for v in (*SPECIAL, *HUGE, *rng.normal(0.0, 3.0, size=2)):
@@ -115,7 +119,7 @@ def _points(base: np.ndarray, rng: np.random.Generator) -> list[tuple[str, np.nd
 
 
 def _central_difference(f: Callable[[np.ndarray], float], x: np.ndarray, i: int) -> float | None:
-    """The central difference along coordinate ``i`` (None where the neighbours are not finite)."""
+    """Return the central difference along ``i`` (None where the neighbours are not finite)."""
     for rel in (1e-6, 1e-9):
         h = rel * max(1.0, abs(x[i]))
         e = np.zeros_like(x)
@@ -152,7 +156,7 @@ def _check(cm: kl.CompiledModel, backend: str, name: str) -> dict[str, tuple[flo
 
 
 def cm_names(cm: kl.CompiledModel) -> list[str]:
-    """The value-variable name of each coordinate of the flat vector."""
+    """Return the value-variable name of each coordinate of the flat vector."""
     return [b.name for b in cm.layout for _ in range(b.slice.stop - b.slice.start)]
 
 

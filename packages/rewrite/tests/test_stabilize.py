@@ -420,9 +420,11 @@ def test_bounds_of_a_sigmoid_become_a_nan_check():
     ids=["div-exp", "reciprocal-exp", "log-exp", "log1p-neg-sigmoid", "huge"],
 )
 def test_stable_grad_is_finite_where_the_stable_value_is(build, at, expected) -> None:
-    """``kiln.grad`` of the graph as written is NaN or inf at these points; the gradient of
-    the stabilized graph has the exact value, and the value is finite."""
+    """Check the gradient of the stabilized graph where the graph as written overflows.
 
+    ``kiln.grad`` of the graph as written is NaN or inf at these points; the gradient of
+    the stabilized graph has the exact value, and the value is finite.
+    """
     z = kt.scalar("z")
     cost, g = stable_grad(build(z), z)
     with np.errstate(all="ignore"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -195,7 +195,7 @@ class CompiledModel:
         self._pieces = pieces
         total: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
         # With discrete blocks the log-density may not depend on x through a float path.
-        ignore = "ignore" if self.discrete_mask.any() else "raise"
+        ignore: Literal["ignore", "raise"] = "ignore" if self.discrete_mask.any() else "raise"
         # The gradient of the stabilized log-density: as finite as the value (an exp that
         # overflows where the value has log(exp(z)) -> z gives no NaN), on every backend.
         self._logp_graph, dlogp = stable_grad(total, x, disconnected_inputs=ignore)

@@ -22,7 +22,6 @@ from kiln_graph import (
     SharedVariable,
     TensorVariable,
     Variable,
-    grad,
     graph_replace,
 )
 from kiln_graph import tensor as kt
@@ -253,7 +252,7 @@ class Model:
         names = list(terms)
         # Stabilized as the compiled log-density is, so that the terms agree with it.
         sums = stabilize_graph([kt.sum(terms[n]) for n in names], self.value_vars)
-        f = compile_point_function(self, sums, mode="FAST_COMPILE")
+        f = compile_point_function(self, [kt.as_tensor(v) for v in sums], mode="FAST_COMPILE")
         values = f(point)
         return {n: round(float(v), round_vals) for n, v in zip(names, values, strict=True)}
 

@@ -18,7 +18,9 @@ from kiln_rewrite._db import Query
 from kiln_rewrite._pipeline import FAST_RUN_QUERY, rewrite
 
 #: The phases a value is stabilized by before it is differentiated.
-STABILIZE_QUERY = Query(include=FAST_RUN_QUERY.include, phases=("merge", "canonicalize", "stabilize"))
+STABILIZE_QUERY = Query(
+    include=FAST_RUN_QUERY.include, phases=("merge", "canonicalize", "stabilize")
+)
 
 
 def stabilize_graph(outputs: Sequence[Variable], inputs: Sequence[Variable] = ()) -> list[Variable]:
