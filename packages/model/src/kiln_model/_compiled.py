@@ -18,7 +18,7 @@ from kiln_compile import Function, Mode, function
 from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, graph_replace
 from kiln_graph import tensor as kt
 from kiln_model._errors import ModelError
-from kiln_model._logprob import LogpGraph, build_logp
+from kiln_model._logprob import LogpGraph, build_logp, nan_is_outside
 from kiln_rewrite import stable_grad
 
 if TYPE_CHECKING:
@@ -198,7 +198,8 @@ class CompiledModel:
         ignore: Literal["ignore", "raise"] = "ignore" if self.discrete_mask.any() else "raise"
         # The gradient of the stabilized log-density: as finite as the value (an exp that
         # overflows where the value has log(exp(z)) -> z gives no NaN), on every backend.
-        self._logp_graph, dlogp = stable_grad(total, x, disconnected_inputs=ignore)
+        stable, dlogp = stable_grad(total, x, disconnected_inputs=ignore)
+        self._logp_graph = nan_is_outside(stable)
         self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
         self._logp: Function | None = None
         self._expand: Function | None = None

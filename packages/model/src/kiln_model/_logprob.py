@@ -38,22 +38,14 @@ class LogpGraph:
     replace: dict[Variable, Variable]
 
     def total(self, jacobian: bool = True) -> TensorVariable:
-        """Return the joint log-density, a float64 scalar.
-
-        Where it is NaN it is -inf: a NaN log-density is an indeterminate form
-        (``inf - inf``, ``0 * inf``) at a point where a value or parameter overflows
-        float64 (an infinite shape, a scale that underflows to 0), which has no
-        representable density; every backend reports such a point as outside the
-        support.
-        """
+        """Return the joint log-density, a float64 scalar (see :func:`nan_is_outside`)."""
         parts = [kt.sum(t) for t in self.terms.values()]
         if jacobian:
             parts += [kt.sum(j) for j in self.jacobians.values()]
         total: Any = kt.constant(0.0)
         for p in parts:
             total = total + p
-        total = kt.as_tensor(total)
-        return kt.switch(kt.isnan(total), -np.inf, total)
+        return kt.as_tensor(total)
 
     def variable_logp(self, name: str, jacobian: bool = True) -> TensorVariable:
         """Return one variable's summed term (with its log-Jacobian when asked)."""
@@ -61,6 +53,19 @@ class LogpGraph:
         if jacobian and name in self.jacobians:
             total = total + kt.sum(self.jacobians[name])
         return total
+
+
+def nan_is_outside(logp: Any) -> TensorVariable:
+    """Return ``logp`` with NaN replaced by -inf.
+
+    A NaN log-density is an indeterminate form (``inf - inf``, ``0 * inf``) at a point
+    where a value or parameter overflows float64 (an infinite shape, a scale that
+    underflows to 0): it has no representable density, and every backend reports it as
+    outside the support. Applied to a log-density that is an output, after its
+    gradient is taken: the gradient does not depend on this test.
+    """
+    logp = kt.as_tensor(logp)
+    return kt.switch(kt.isnan(logp), -np.inf, logp)
 
 
 def build_logp(model: Model) -> LogpGraph:

@@ -27,7 +27,7 @@ from kiln_graph import (
 from kiln_graph import tensor as kt
 from kiln_model._compiled import CompiledModel, compile_point_function, initial_point
 from kiln_model._errors import ModelError
-from kiln_model._logprob import build_logp
+from kiln_model._logprob import build_logp, nan_is_outside
 from kiln_model._transforms import ChainTransform, IntervalTransform, Transform
 from kiln_rewrite import stabilize_graph, stable_grad
 
@@ -223,7 +223,9 @@ class Model:
 
     def compile_logp(self, jacobian: bool = True, mode: Any = None) -> Any:
         """Return ``f(point) -> logp``; ``point`` maps value names to values."""
-        f = compile_point_function(self, [build_logp(self).total(jacobian)], mode=mode)
+        f = compile_point_function(
+            self, [nan_is_outside(build_logp(self).total(jacobian))], mode=mode
+        )
         return lambda point=None: float(f(point)[0])
 
     def compile_dlogp(self, jacobian: bool = True, mode: Any = None) -> Any:

@@ -17,9 +17,12 @@ from kiln_graph import Variable, grad
 from kiln_rewrite._db import Query
 from kiln_rewrite._pipeline import FAST_RUN_QUERY, rewrite
 
-#: The phases a value is stabilized by before it is differentiated.
+#: The phases a value is stabilized by before it is differentiated: FAST_RUN's rewrites
+#: of merge, canonicalize and stabilize, and those tagged ``before_grad`` (rewrites that
+#: only a gradient needs, such as ``x / exp(z) -> x * exp(-z)``).
 STABILIZE_QUERY = Query(
-    include=FAST_RUN_QUERY.include, phases=("merge", "canonicalize", "stabilize")
+    include=FAST_RUN_QUERY.include | {"before_grad"},
+    phases=("merge", "canonicalize", "stabilize"),
 )
 
 

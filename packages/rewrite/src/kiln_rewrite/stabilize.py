@@ -247,9 +247,9 @@ def _exp_under_shuffle(v: Variable) -> tuple[Variable, DimShuffle | None] | None
 
 @register_local(
     "stabilize",
-    "fast_run",
+    "before_grad",
     identity="x / exp(z) -> x * exp(-z), reciprocal(exp(z)) -> exp(-z) (also of a broadcast "
-    "exp: its gradient stays finite where exp(z) overflows)",
+    "exp: its gradient stays finite where exp(z) overflows); before differentiating only",
     tracks=[TrueDivide, Reciprocal],
 )
 def local_div_exp(node: Apply) -> Variable | None:
@@ -257,7 +257,10 @@ def local_div_exp(node: Apply) -> Variable | None:
 
     Where ``exp(z)`` overflows, ``x / exp(z)`` is 0 and so is the rewritten value, but
     the gradient of the quotient (``-x / exp(z)**2 * exp(z)``) is ``0 * inf``; that of
-    ``x * exp(-z)`` is ``-x * exp(-z)``, 0.
+    ``x * exp(-z)`` is ``-x * exp(-z)``, 0. Tagged ``before_grad``: it runs in
+    :func:`kiln_rewrite.stable_grad`'s pass over a value about to be differentiated, not
+    in ``FAST_RUN``, where it would keep a gradient's ``(g / exp(z)) * exp(z)`` from
+    cancelling to ``g`` (and add an ``exp(-z)`` beside ``exp(z)``).
     """
     is_div = isinstance(node.op.scalar_op, TrueDivide)  # type: ignore[attr-defined]
     found = _exp_under_shuffle(node.inputs[-1])
