@@ -515,3 +515,21 @@ def test_tmp_dirs_cleanup_helper(tmp_path):
     assert clear_cache(tmp_path / "missing") == 0
     assert cache_info(tmp_path / "missing")["entries"] == 0
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_rewrite_cached_stores_then_loads_the_rewritten_graph() -> None:
+    """``rewrite_cached`` goes through the Stage-1 cache: a miss, then a hit, one graph."""
+    from kiln_compile import cache_stats, rewrite_cached
+    from kiln_graph import format_graph
+    from kiln_rewrite import STABILIZE_QUERY
+
+    x = kt.vector("x_rewrite_cached")
+    cost = kt.sum(kt.log(1 + kt.exp(x * 3.25)))
+    stats = cache_stats().get("stage1")
+    hits, misses = (stats.hits, stats.misses) if stats else (0, 0)
+    (first,) = rewrite_cached([x], [cost], STABILIZE_QUERY)
+    (second,) = rewrite_cached([x], [cost], STABILIZE_QUERY)
+    stats = cache_stats()["stage1"]
+    assert (stats.hits, stats.misses) == (hits + 1, misses + 1)
+    assert format_graph(first) == format_graph(second)
+    assert "softplus" in format_graph(second)

@@ -16,6 +16,7 @@ from kiln_compile._function import Function as Function
 from kiln_compile._function import function as function
 from kiln_compile._function import linker_name_of as linker_name_of
 from kiln_compile._function import prepare as prepare
+from kiln_compile._function import rewrite_cached as rewrite_cached
 from kiln_compile._function import thread_generators as thread_generators
 from kiln_compile._linkers import KNOWN_BACKENDS as KNOWN_BACKENDS
 from kiln_compile._linkers import BackendNotInstalledError as BackendNotInstalledError

@@ -27,6 +27,7 @@ from kiln_graph import (
     toposort,
 )
 from kiln_graph.tensor import as_tensor
+from kiln_rewrite import Query
 
 
 def _as_update_pairs(updates: Any) -> list[tuple[SharedVariable, Variable]]:
@@ -325,6 +326,20 @@ def linker_name_of(mode: Any = None, warn: bool = False) -> str:
     the_mode = get_mode(mode)
     requested = config.linker if the_mode.linker == "auto" else the_mode.linker
     return resolve_linker_name(requested, warn=warn)
+
+
+def rewrite_cached(
+    inputs: Sequence[Variable], outputs: Sequence[Variable], query: Query
+) -> list[Variable]:
+    """Return ``outputs`` rewritten by ``query``, through the Stage-1 cache.
+
+    The same cache as a compiled function's Stage 1 (keyed by the graph, the query and
+    the rewriting code): a graph rewritten once is loaded, not rewritten, in a later
+    process. For a graph that is rewritten before it is built further, such as a
+    log-density stabilized before it is differentiated (``kiln_rewrite.stable_grad``).
+    """
+    fgraph = prepare(inputs, outputs, no_default_updates=True)
+    return list(rewrite_stage1(fgraph, query, None).outputs)
 
 
 def function(

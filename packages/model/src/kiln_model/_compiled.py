@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from kiln_compile import Function, Mode, function
+from kiln_compile import Function, Mode, function, rewrite_cached
 from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, graph_replace
 from kiln_graph import tensor as kt
 from kiln_model._errors import ModelError
@@ -198,7 +198,7 @@ class CompiledModel:
         ignore: Literal["ignore", "raise"] = "ignore" if self.discrete_mask.any() else "raise"
         # The gradient of the stabilized log-density: as finite as the value (an exp that
         # overflows where the value has log(exp(z)) -> z gives no NaN), on every backend.
-        stable, dlogp = stable_grad(total, x, disconnected_inputs=ignore)
+        stable, dlogp = stable_grad(total, x, disconnected_inputs=ignore, rewriter=rewrite_cached)
         self._logp_graph = nan_is_outside(stable)
         self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
         self._logp: Function | None = None

@@ -10,7 +10,7 @@ has the stable rule of its op, on every backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from kiln_graph import Variable, grad
@@ -26,21 +26,31 @@ STABILIZE_QUERY = Query(
 )
 
 
-def stabilize_graph(outputs: Sequence[Variable], inputs: Sequence[Variable] = ()) -> list[Variable]:
-    """Return ``outputs`` rewritten by the merge, canonicalize and stabilize phases."""
-    return rewrite(list(inputs), list(outputs), STABILIZE_QUERY)
+#: ``rewriter(inputs, outputs, query) -> outputs``: :func:`kiln_rewrite.rewrite`, or one
+#: that caches (``kiln_compile.rewrite_cached``).
+Rewriter = Callable[[Sequence[Variable], Sequence[Variable], Query], Sequence[Variable]]
+
+
+def stabilize_graph(
+    outputs: Sequence[Variable], inputs: Sequence[Variable] = (), rewriter: Rewriter | None = None
+) -> list[Variable]:
+    """Return ``outputs`` rewritten by :data:`STABILIZE_QUERY` (merge to stabilize)."""
+    run = rewriter or (lambda i, o, q: rewrite(list(i), list(o), q))
+    return list(run(list(inputs), list(outputs), STABILIZE_QUERY))
 
 
 def stable_grad(
     cost: Variable,
     wrt: Variable | Sequence[Variable],
     disconnected_inputs: Literal["raise", "warn", "ignore"] = "raise",
+    rewriter: Rewriter | None = None,
 ) -> tuple[Variable, Any]:
     """Return ``(stable cost, gradient of it with respect to wrt)``.
 
-    The cost is first rewritten by :data:`STABILIZE_QUERY`; the gradient is that of
-    the rewritten cost (one variable for one ``wrt``, a list for a list), so an
-    overflow that the rewritten value avoids does not reach the gradient either.
+    The cost is first rewritten by :data:`STABILIZE_QUERY` (with ``rewriter``, by
+    default :func:`kiln_rewrite.rewrite`); the gradient is that of the rewritten cost
+    (one variable for one ``wrt``, a list for a list), so an overflow that the
+    rewritten value avoids does not reach the gradient either.
 
     Examples
     --------
@@ -48,8 +58,8 @@ def stable_grad(
     >>> cost, g = stable_grad(kt.log(1 + kt.exp(x)), x)  # softplus(x), sigmoid(x)  # doctest: +SKIP
     """
     inputs = [wrt] if isinstance(wrt, Variable) else list(wrt)
-    (stable,) = stabilize_graph([cost], inputs)
+    (stable,) = stabilize_graph([cost], inputs, rewriter)
     return stable, grad(stable, wrt, disconnected_inputs=disconnected_inputs)
 
 
-__all__ = ["STABILIZE_QUERY", "stabilize_graph", "stable_grad"]
+__all__ = ["STABILIZE_QUERY", "Rewriter", "stabilize_graph", "stable_grad"]
