@@ -23,11 +23,9 @@ import numpy as np
 
 from kiln_compile._conformance import CaseGraph, ConformanceCase
 from kiln_graph import Blockwise, Composite, Elemwise, OpFromGraph, Variable
-from kiln_graph import _math as m
+from kiln_graph import scalar as m
 from kiln_graph import tensor as kt
-from kiln_graph._join import Split
-from kiln_graph._linalg import Cholesky, MatMul, SlogDet, Tri
-from kiln_graph._shape import MakeVector
+from kiln_graph.ops import Cholesky, MakeVector, MatMul, SlogDet, Split, Tri
 from kiln_random import OPS as RANDOM_OPS
 from kiln_random import rng as random_generator
 

@@ -1,7 +1,10 @@
 """kiln_graph: the symbolic tensor graph IR, its Ops, autodiff and shape inference.
 
 Nodes are immutable and interned (see DESIGN.md): building the same expression twice
-gives the same node. The NumPy-like user API is :mod:`kiln_graph.tensor`.
+gives the same node. The NumPy-like user API is :mod:`kiln_graph.tensor`; packages that
+extend kiln (rewrites, linkers, random-variable ops) use ``kiln_graph.ops`` (the op
+classes), ``kiln_graph.scalar`` (the scalar ops and dtype rules) and
+``kiln_graph.helpers`` (functions that build or inspect graphs).
 """
 
 from kiln_graph import tensor

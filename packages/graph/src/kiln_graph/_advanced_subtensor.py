@@ -115,7 +115,7 @@ def _arrays(idx_list: Sequence[Any], values: Sequence[Any]) -> list[Any]:
     return [g for e, g in zip(idx_list, groups, strict=True) if e == ARRAY]
 
 
-def _static_broadcast(op: Op, arrays: Sequence[TensorVariable]) -> tuple[int | None, ...]:
+def static_broadcast(op: Op, arrays: Sequence[TensorVariable]) -> tuple[int | None, ...]:
     ndim = max(a.ndim for a in arrays)
     out: list[int | None] = []
     for d in range(ndim):
@@ -190,7 +190,7 @@ class AdvancedSubtensor(Op):
     def make_node(self, x: Any, *indices: Any) -> Apply:
         x = as_tensor(x)
         inputs = _index.check_index_inputs(self, x, self.idx_list, indices)
-        adv = _static_broadcast(self, _arrays(self.idx_list, inputs))
+        adv = static_broadcast(self, _arrays(self.idx_list, inputs))
         shape = _index.static_shape(self.idx_list, x, inputs, adv)
         return Apply.create(self, [x, *inputs], [TensorType(x.dtype, shape)])
 
@@ -241,7 +241,7 @@ class AdvancedIncSubtensor(Op):
         x = as_tensor(x)
         y = _index.as_update_value(self, y, x.dtype)
         inputs = _index.check_index_inputs(self, x, self.idx_list, indices)
-        adv = _static_broadcast(self, _arrays(self.idx_list, inputs))
+        adv = static_broadcast(self, _arrays(self.idx_list, inputs))
         target = _index.static_shape(self.idx_list, x, inputs, adv)
         _index.check_static_update(self, y, target)
         return Apply.create(self, [x, y, *inputs], [x.type])

@@ -167,7 +167,7 @@ class Blockwise(Op):
                 f"{self}: the signature declares {len(self.outputs_sig)} output(s), "
                 f"{self.core_op} has {len(core_node.outputs)}"
             )
-        batch_shape = _elemwise._static_broadcast([t.type.shape[:batch] for t in tensors], self)
+        batch_shape = _elemwise.static_broadcast([t.type.shape[:batch] for t in tensors], self)
         out_types = []
         for k, (o, dims) in enumerate(zip(core_node.outputs, self.outputs_sig, strict=True)):
             if not isinstance(o.type, TensorType) or o.type.ndim != len(dims):

@@ -76,7 +76,8 @@ class ScalarOp(Props):
         return type(self).__name__.lower() if not self.__props__ else super().__str__()
 
 
-def _static_broadcast(shapes: Sequence[tuple[int | None, ...]], op: Any) -> tuple[int | None, ...]:
+def static_broadcast(shapes: Sequence[tuple[int | None, ...]], op: Any) -> tuple[int | None, ...]:
+    """Return the static broadcast shape of ``shapes`` (None: unknown); ``op`` names errors."""
     ndim = len(shapes[0])
     out: list[int | None] = []
     for d in range(ndim):
@@ -136,7 +137,7 @@ class Elemwise(Op):
             t if t.ndim == ndim else dimshuffle(t, ("x",) * (ndim - t.ndim) + tuple(range(t.ndim)))
             for t in tensors
         ]
-        shape = _static_broadcast([t.type.shape for t in padded], self)
+        shape = static_broadcast([t.type.shape for t in padded], self)
         dtype = self.scalar_op.output_dtype(*(t.dtype for t in padded))
         out_type = TensorType(dtype, shape)
         for _, i in self.inplace_pattern:

@@ -135,7 +135,7 @@ def encode(entries: Sequence[tuple[str, Any]]) -> tuple[tuple[Any, ...], list[Va
     return tuple(idx_list), inputs
 
 
-def _layout(idx_list: Sequence[Any], ndim: int) -> list[tuple[Any, ...]]:
+def layout(idx_list: Sequence[Any], ndim: int) -> list[tuple[Any, ...]]:
     """Describe each output dimension with NumPy's rules.
 
     Each is ``("new",)``, ``("dim", d)`` (dimension ``d`` of ``x``), ``("slice", d, k)``
@@ -173,7 +173,7 @@ def _result_shape(
     one: Any,
 ) -> tuple[Any, ...]:
     out: list[Any] = []
-    for desc in _layout(idx_list, len(x_shape)):
+    for desc in layout(idx_list, len(x_shape)):
         if desc[0] == "new":
             out.append(one)
         elif desc[0] == "dim":

@@ -143,7 +143,7 @@ def as_shape_vector(shape: Any, argname: str = "shape") -> TensorVariable:
     return MakeVector("int64")(*scalars)
 
 
-def _static_entries(shape_vec: TensorVariable) -> list[int | None]:
+def static_entries(shape_vec: TensorVariable) -> list[int | None]:
     """Return the static value of each entry of an int64 shape vector (``None`` if unknown)."""
     n = shape_vec.type.shape[0]
     assert n is not None
@@ -177,7 +177,7 @@ class Reshape(Op):
         shp = as_shape_vector(shp)
         if shp.type.shape[0] != self.ndim:
             raise KilnValueError(f"{self}: the shape vector must have length {self.ndim}")
-        entries = _static_entries(shp)
+        entries = static_entries(shp)
         if sum(1 for e in entries if e == -1) > 1:
             raise KilnValueError("reshape: at most one dimension can be -1")
         out: list[int | None] = [e if e is None or e >= 0 else None for e in entries]
@@ -328,7 +328,7 @@ def _as_scalars(shape: Any) -> list[Any]:
         n = vec.type.shape[0]
         if n is None:
             raise KilnValueError("shape: the length of a shape vector must be known statically")
-        entries = _static_entries(vec)
+        entries = static_entries(vec)
         return [e if e is not None else _subtensor.getitem(vec, i) for i, e in enumerate(entries)]
     if isinstance(shape, int | np.integer | Variable):
         return [shape]

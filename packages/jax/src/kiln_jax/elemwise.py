@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from kiln_graph import Apply, Composite, DimShuffle, Elemwise, ScalarOp
-from kiln_graph import _math as m
-from kiln_graph._elemwise import Cast, upcast
+from kiln_graph import scalar as m
+from kiln_graph.scalar import Cast, upcast
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
 #: Scalar ops whose arguments keep their own dtypes (logical ops, tests, casts).

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from kiln_graph import Apply
-from kiln_graph._linalg import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_graph.ops import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from kiln_graph import Apply, FusedReduce
-from kiln_graph._reduce import Argmax, CAReduce, CumSum
+from kiln_graph.ops import Argmax, CAReduce, CumSum
 from kiln_jax._funcify import JaxImpl, jax_funcify
 from kiln_jax.elemwise import apply_scalar
 

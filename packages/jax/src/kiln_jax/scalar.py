@@ -18,9 +18,8 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 
 from kiln_graph import ScalarOp
-from kiln_graph import _math as m
-from kiln_graph._composite import ScalarConstant
-from kiln_graph._elemwise import Cast
+from kiln_graph import scalar as m
+from kiln_graph.scalar import Cast, ScalarConstant
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
 _LN2 = math.log(2.0)

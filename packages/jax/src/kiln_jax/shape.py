@@ -14,9 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kiln_graph import Apply, ShapeMismatchError
-from kiln_graph._join import Join, Split
-from kiln_graph._ranges import ARange, Eye
-from kiln_graph._shape import Alloc, MakeVector, Reshape, Shape, ShapeI
+from kiln_graph.ops import Alloc, ARange, Eye, Join, MakeVector, Reshape, Shape, ShapeI, Split
 from kiln_jax._funcify import JaxImpl, jax_funcify, shape_only, static_inputs
 
 

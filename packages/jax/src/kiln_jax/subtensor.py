@@ -23,8 +23,8 @@ from kiln_graph import (
     Apply,
     IncSubtensor,
     Subtensor,
-    _index,
 )
+from kiln_graph import index as _index
 from kiln_jax._funcify import JaxImpl, jax_funcify, static_inputs
 
 

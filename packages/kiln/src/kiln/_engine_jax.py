@@ -15,7 +15,7 @@ import kiln_samplers
 from kiln._engines import ENGINES, EngineResult, EngineRun
 from kiln_compile import get_linker
 from kiln_graph import KilnValueError
-from kiln_model._compiled import CompiledModel
+from kiln_model import CompiledModel
 
 
 def _compile_on_jax(run: EngineRun, engine: str) -> tuple[CompiledModel, float]:

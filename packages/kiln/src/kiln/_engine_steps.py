@@ -24,9 +24,7 @@ import numpy as np
 import kiln_samplers as ks
 from kiln._engines import EngineResult, EngineRun, run_kiln
 from kiln_graph import KilnTypeError, KilnValueError, Variable
-from kiln_model import Model
-from kiln_model._compiled import Block, CompiledModel
-from kiln_model._model import VariableInfo
+from kiln_model import Block, CompiledModel, Model, VariableInfo
 
 _log = logging.getLogger("kiln")
 

@@ -22,8 +22,7 @@ from typing import Any
 import kiln_samplers
 from kiln_compile import Mode, linker_name_of
 from kiln_graph import KilnTypeError, KilnValueError
-from kiln_model import Model
-from kiln_model._compiled import CompiledModel
+from kiln_model import CompiledModel, Model
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ Examples
 """
 
 from kiln_model import _transforms as transforms  # noqa: F401  (kiln_model.transforms)
+from kiln_model._compiled import Block as Block
 from kiln_model._compiled import CompiledModel as CompiledModel
 from kiln_model._continuous import Beta as Beta
 from kiln_model._continuous import Cauchy as Cauchy
@@ -47,6 +48,7 @@ from kiln_model._model import Data as Data
 from kiln_model._model import Deterministic as Deterministic
 from kiln_model._model import Model as Model
 from kiln_model._model import Potential as Potential
+from kiln_model._model import VariableInfo as VariableInfo
 from kiln_model._model import freeze_dims_and_data as freeze_dims_and_data
 from kiln_model._model import modelcontext as modelcontext
 from kiln_model._model import set_data as set_data

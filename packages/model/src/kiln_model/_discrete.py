@@ -9,7 +9,7 @@ import numpy as np
 import kiln_random as kr
 from kiln_graph import Elemwise, KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
-from kiln_graph._math import Sigmoid
+from kiln_graph.scalar import Sigmoid
 from kiln_model._distribution import Distribution, broadcast_like
 from kiln_model._math import bound, log1m, xlog1m, xlogy
 

@@ -19,9 +19,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnTypeError, KilnValueError, SharedVariable, TensorVariable, Variable
+from kiln_graph import (
+    KilnTypeError,
+    KilnValueError,
+    SharedVariable,
+    TensorVariable,
+    Variable,
+    infer_shape,
+)
 from kiln_graph import tensor as kt
-from kiln_graph._shape_infer import infer_shape
 from kiln_model import _transforms as tr
 from kiln_model._errors import ModelError
 from kiln_model._model import Model, VariableInfo, _as_dims, modelcontext

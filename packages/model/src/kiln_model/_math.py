@@ -8,7 +8,7 @@ import numpy as np
 
 from kiln_graph import Elemwise, Variable
 from kiln_graph import tensor as kt
-from kiln_graph._math import Sigmoid
+from kiln_graph.scalar import Sigmoid
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 LOG_2 = float(np.log(2.0))

@@ -19,9 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable
+from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, infer_shape
 from kiln_graph import tensor as kt
-from kiln_graph._shape_infer import infer_shape
 from kiln_model import _transforms as tr
 from kiln_model._continuous import Normal
 from kiln_model._distribution import Distribution, broadcast_like, distribution_of

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln_graph import Apply, Blockwise, Op, TensorType, Variable, ancestors
-from kiln_graph._shape import as_shape_vector, shape_tuple
+from kiln_graph.helpers import as_shape_vector, shape_tuple
 from kiln_random import RandomVariable
 from kiln_rewrite import register_local
 from kiln_rewrite.inplace import VARIANTS, inplace_variants

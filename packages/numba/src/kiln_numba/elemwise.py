@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kiln_graph import Apply, DimShuffle, Elemwise
-from kiln_graph._composite import Composite
-from kiln_graph._linalg import MatMul
+from kiln_graph.ops import MatMul
+from kiln_graph.scalar import Composite
 from kiln_numba._funcify import CodeContext, np_dtype, numba_funcify
 from kiln_numba._outline import outline_loops
 from kiln_numba.scalar import composite_statements, scalar_expr

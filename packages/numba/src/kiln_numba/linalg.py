@@ -11,7 +11,7 @@ dtype first, as the VM's NumPy / SciPy calls do (float32 stays float32).
 from __future__ import annotations
 
 from kiln_graph import Apply
-from kiln_graph._linalg import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_graph.ops import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, np_dtype, numba_funcify
 from kiln_numba._outline import outline
 

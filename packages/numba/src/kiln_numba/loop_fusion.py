@@ -55,9 +55,8 @@ from kiln_graph import (
     Variable,
     toposort,
 )
-from kiln_graph._linalg import MatMul
-from kiln_graph._math import Mul
-from kiln_graph._reduce import CAReduce
+from kiln_graph.ops import CAReduce, MatMul
+from kiln_graph.scalar import Mul
 from kiln_numba._funcify import CodeContext, literal, np_dtype, numba_funcify
 from kiln_numba._outline import MAX_INLINED_LOOPS, MAX_INLINED_PARAMS, outline
 from kiln_numba.elemwise import LONG_LOOP

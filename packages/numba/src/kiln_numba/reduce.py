@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kiln_graph import Apply, Composite
-from kiln_graph._fused_reduce import FusedReduce
-from kiln_graph._reduce import Argmax, CAReduce, CumSum
+from kiln_graph.ops import Argmax, CAReduce, CumSum, FusedReduce
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, literal, np_dtype, numba_funcify
 from kiln_numba._outline import outline_loops
 from kiln_numba.elemwise import index_expr, is_long_loop, loop_shape, read_inputs

@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kiln_graph import ScalarOp
-from kiln_graph import _math as m
-from kiln_graph._composite import Composite, ScalarConstant
-from kiln_graph._elemwise import Cast
+from kiln_graph import scalar as m
+from kiln_graph.scalar import Cast, Composite, ScalarConstant
 from kiln_numba._funcify import NoNumbaImplementation, literal, np_dtype
 
 Template = Callable[[Sequence[str]], str]

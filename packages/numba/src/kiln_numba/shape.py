@@ -9,9 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln_graph import Apply, Constant
-from kiln_graph._join import Join, Split
-from kiln_graph._ranges import ARange, Eye
-from kiln_graph._shape import Alloc, MakeVector, Reshape, Shape, ShapeI
+from kiln_graph.ops import Alloc, ARange, Eye, Join, MakeVector, Reshape, Shape, ShapeI, Split
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, literal, np_dtype, numba_funcify
 from kiln_numba.elemwise import emit_loops, index_expr
 from kiln_numba.scalar import cast_expr

@@ -9,7 +9,7 @@
   compiled once per type signature and cached on disk.
 - :class:`~kiln_graph.IncSubtensor`, :class:`~kiln_graph.AdvancedSubtensor` and
   :class:`~kiln_graph.AdvancedIncSubtensor` are one loop nest over the indexed region,
-  written from the index's layout (:func:`kiln_graph._index._layout`, NumPy's rules).
+  written from the index's layout (:func:`kiln_graph._index.layout`, NumPy's rules).
 
 Numba checks no bounds, so every index is checked (before any is used) and a bad one
 raises the VM's error: a :class:`~kiln_graph.KilnIndexError` with NumPy's message
@@ -30,8 +30,8 @@ from kiln_graph import (
     Apply,
     IncSubtensor,
     Subtensor,
-    _index,
 )
+from kiln_graph import index as _index
 from kiln_numba._funcify import CodeContext, np_dtype, numba_funcify
 from kiln_numba.elemwise import emit_loops
 
@@ -153,7 +153,7 @@ def _region(ctx: CodeContext, idx_list: tuple, first: int, label: str) -> tuple[
         d += 1
     adv_sizes, adv_entries = _broadcast(ctx, arrays, label)
     sizes: list[str] = []
-    for desc in _index._layout(idx_list, ndim):
+    for desc in _index.layout(idx_list, ndim):
         if desc[0] == "new":
             sizes.append("1")
         elif desc[0] == "dim":
@@ -162,7 +162,7 @@ def _region(ctx: CodeContext, idx_list: tuple, first: int, label: str) -> tuple[
             sizes.append(source[desc[1]][2])
         else:
             sizes.extend(adv_sizes)
-    layout = _index._layout(idx_list, ndim)
+    layout = _index.layout(idx_list, ndim)
 
     def index(loop_vars: list[str]) -> tuple[list[str], list[str]]:
         it = iter(loop_vars)

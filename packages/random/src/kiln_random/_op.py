@@ -35,11 +35,18 @@ from kiln_graph import (
     TensorVariable,
     Variable,
 )
-from kiln_graph._blockwise import parse_signature
-from kiln_graph._elemwise import _static_broadcast, cast, dimshuffle
-from kiln_graph._shape import _static_entries, as_shape_vector, shape_constant, shape_i
-from kiln_graph._subtensor import getitem
-from kiln_graph._types import FLOAT_DTYPES, INTEGER_DTYPES
+from kiln_graph.helpers import (
+    as_shape_vector,
+    cast,
+    dimshuffle,
+    getitem,
+    parse_signature,
+    shape_constant,
+    shape_i,
+    static_broadcast,
+    static_entries,
+)
+from kiln_graph.scalar import FLOAT_DTYPES, INTEGER_DTYPES
 from kiln_graph.tensor import as_tensor
 
 #: The size vector meaning "no size": the broadcast of the parameters' batch shapes.
@@ -154,7 +161,7 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
         ]
         padded = [t.type.shape[:batch] for t in tensors]
         if n_size:
-            batch_shape = tuple(_static_entries(size_var))
+            batch_shape = tuple(static_entries(size_var))
             for d, n in enumerate(batch_shape):
                 if n is not None and n < 0:
                     raise KilnValueError(f"{self.name}: size must be non-negative, got {n}")
@@ -166,7 +173,7 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
                             f"(dimension {d})"
                         )
         else:
-            batch_shape = _static_broadcast(padded, self.name) if batch else ()
+            batch_shape = static_broadcast(padded, self.name) if batch else ()
         core = self._core_static(tensors, batch)
         self._check_constant_params(tensors)
         out = TensorType(self.dtype, tuple(batch_shape) + core)

@@ -22,11 +22,12 @@ import numpy as np
 
 from kiln_graph import Apply, Constant, Elemwise, TensorVariable, Variable
 from kiln_graph import tensor as kt
-from kiln_graph._elemwise import Cast
-from kiln_graph._math import (
+from kiln_graph.ops import Alloc
+from kiln_graph.scalar import (
     AND,
     OR,
     Add,
+    Cast,
     Exp,
     Expm1,
     Log,
@@ -38,7 +39,6 @@ from kiln_graph._math import (
     Switch,
     TrueDivide,
 )
-from kiln_graph._shape import Alloc
 from kiln_rewrite._canonicalize_util import (
     fit_to,
     is_discrete,

@@ -20,7 +20,7 @@ from kiln_graph import (
     toposort,
 )
 from kiln_graph import tensor as kt
-from kiln_graph._math import Add
+from kiln_graph.scalar import Add
 from kiln_rewrite._db import register_global
 
 _INCREMENTS = (IncSubtensor, AdvancedIncSubtensor1, AdvancedIncSubtensor)

@@ -15,9 +15,9 @@ import numpy as np
 
 from kiln_graph import Constant, DimShuffle, Elemwise, TensorType, Variable
 from kiln_graph import tensor as kt
-from kiln_graph._shape import ShapeI, shape_constant, shape_tuple
-from kiln_graph._traversal import uses_any
-from kiln_graph._types import DISCRETE_DTYPES
+from kiln_graph.helpers import shape_constant, shape_tuple, uses_any
+from kiln_graph.ops import ShapeI
+from kiln_graph.scalar import DISCRETE_DTYPES
 
 #: How many nodes :func:`local_shape` inspects, looking for a self-reference, before it
 #: gives up (and reports no usable shape).

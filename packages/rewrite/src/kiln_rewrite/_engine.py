@@ -23,7 +23,7 @@ from kiln_graph import (
     toposort,
 )
 from kiln_graph import tensor as kt
-from kiln_graph._traversal import uses_any
+from kiln_graph.helpers import uses_any
 from kiln_rewrite._db import Rewrite, tracked_key
 from kiln_rewrite._stats import RewriteStats
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Op, ScalarOp, Variable
-from kiln_graph._shape import Alloc
+from kiln_graph.ops import Alloc
 from kiln_rewrite._db import Rewrite, _normalize_tags, db
 
 

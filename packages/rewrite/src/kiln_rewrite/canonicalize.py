@@ -16,8 +16,7 @@ import numpy as np
 
 from kiln_graph import Apply, Constant, Variable
 from kiln_graph import tensor as kt
-from kiln_graph._ranges import ARange, Eye
-from kiln_graph._shape import Alloc
+from kiln_graph.ops import Alloc, ARange, Eye
 from kiln_rewrite._db import register_local
 
 #: Ops whose folded result can be much larger than their inputs: folded only when small.

@@ -51,8 +51,7 @@ from kiln_graph import (
     toposort,
 )
 from kiln_graph import tensor as kt
-from kiln_graph._composite import ProgramBuilder
-from kiln_graph._reduce import CAReduce
+from kiln_graph.ops import CAReduce, ProgramBuilder
 from kiln_rewrite._db import register_global
 
 #: Default bound on the number of inputs of one fused op.

@@ -39,7 +39,7 @@ from kiln_graph import (
     Variable,
     toposort,
 )
-from kiln_graph._elemwise import can_overwrite
+from kiln_graph.helpers import can_overwrite
 from kiln_rewrite._db import register_global
 
 #: A buffer is named by the variable that first held it (a root or a fresh op output).

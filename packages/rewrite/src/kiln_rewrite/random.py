@@ -10,7 +10,7 @@ until the update is applied); every later draw of the chain runs in place.
 from __future__ import annotations
 
 from kiln_graph import Apply, Constant, Op, Variable
-from kiln_graph._elemwise import _static_broadcast
+from kiln_graph.helpers import static_broadcast
 from kiln_random import RandomVariable
 from kiln_rewrite._db import register_local
 from kiln_rewrite.inplace import VARIANTS
@@ -42,7 +42,7 @@ def local_rv_drop_size(node: Apply) -> list[Variable] | None:
         return None
     batch = size.data.size
     shapes = [p.type.shape[:batch] for p in params]  # type: ignore[attr-defined]
-    if not shapes or _static_broadcast(shapes, op) != tuple(int(n) for n in size.data):
+    if not shapes or static_broadcast(shapes, op) != tuple(int(n) for n in size.data):
         return None
     return list(op.make_node(rng, None, *params).outputs)
 

@@ -17,9 +17,8 @@ import numpy as np
 
 from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Variable, graph_replace, toposort
 from kiln_graph import tensor as kt
-from kiln_graph._math import Add, Mul, Neg, Pow, Sigmoid, Softplus, Sub, TrueDivide
-from kiln_graph._reduce import CAReduce
-from kiln_graph._types import FLOAT_DTYPES
+from kiln_graph.ops import CAReduce
+from kiln_graph.scalar import FLOAT_DTYPES, Add, Mul, Neg, Pow, Sigmoid, Softplus, Sub, TrueDivide
 from kiln_rewrite._db import register_global, register_local
 from kiln_rewrite._patterns import E, PVar, register_pattern, scalar_constant
 

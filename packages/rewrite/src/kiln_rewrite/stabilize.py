@@ -19,7 +19,8 @@ import numpy as np
 
 from kiln_graph import Apply, DimShuffle, Elemwise, KilnValueError, Variable
 from kiln_graph import tensor as kt
-from kiln_graph._math import (
+from kiln_graph.ops import Alloc, CAReduce
+from kiln_graph.scalar import (
     GE,
     LE,
     Add,
@@ -41,8 +42,6 @@ from kiln_graph._math import (
     TrueDivide,
     like_ufunc,
 )
-from kiln_graph._reduce import CAReduce
-from kiln_graph._shape import Alloc
 from kiln_rewrite._db import register_local
 from kiln_rewrite._patterns import E, Pat, PVar, register_pattern, scalar_constant
 
