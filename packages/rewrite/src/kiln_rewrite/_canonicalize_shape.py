@@ -13,7 +13,7 @@ import numpy as np
 
 from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Subtensor, Variable
 from kiln_graph import tensor as kt
-from kiln_graph.helpers import group_index_entries
+from kiln_graph.index import group as group_index_entries
 from kiln_graph.ops import Alloc, CAReduce, MakeVector, Reshape, Shape, ShapeI
 from kiln_rewrite._canonicalize_util import dim_of, fit_to, local_shape, same_length
 from kiln_rewrite._db import register_local
@@ -207,9 +207,8 @@ def _constant_index(node: Apply) -> list[object] | None:
     if not all(isinstance(v, Constant) for v in values):
         return None
     out: list[object] = []
-    for entry, g in zip(
-        node.op.idx_list, group_index_entries(node.op.idx_list, values), strict=True
-    ):  # type: ignore[attr-defined]
+    idx_list = node.op.idx_list  # type: ignore[attr-defined]
+    for entry, g in zip(idx_list, group_index_entries(idx_list, values), strict=True):
         if isinstance(entry, tuple):
             out.append(slice(*(None if p is None else int(p.data) for p in g)))
         elif entry == "i":
