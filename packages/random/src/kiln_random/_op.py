@@ -37,17 +37,13 @@ from kiln_graph import (
 )
 from kiln_graph.helpers import (
     as_shape_vector,
-    cast,
-    dimshuffle,
-    getitem,
     parse_signature,
     shape_constant,
-    shape_i,
     static_broadcast,
     static_entries,
 )
 from kiln_graph.scalar import FLOAT_DTYPES, INTEGER_DTYPES
-from kiln_graph.tensor import as_tensor
+from kiln_graph.tensor import as_tensor, cast, dimshuffle, getitem, shape_i
 
 #: The size vector meaning "no size": the broadcast of the parameters' batch shapes.
 NO_SIZE = np.zeros(0, dtype="int64")
