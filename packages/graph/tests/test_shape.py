@@ -12,7 +12,7 @@ from kiln_graph import (
     infer_shape,
 )
 from kiln_graph._node import Constant
-from kiln_graph._shape import Reshape, Shape
+from kiln_graph.ops import Reshape, Shape
 from kiln_graph.testing import check_infer_shape, evaluate, verify_grad
 
 DTYPES = ["float64", "float32", "int32", "bool"]

@@ -27,7 +27,7 @@ from kiln_graph import (
     toposort,
 )
 from kiln_graph._index import slice_length
-from kiln_graph._shape import ShapeI
+from kiln_graph.ops import ShapeI
 from kiln_graph.testing import check_infer_shape, evaluate, verify_grad
 
 

@@ -18,7 +18,7 @@ from kiln_compile.testing import compare_with_vm
 from kiln_graph import Variable
 from kiln_graph._join import Join, Split
 from kiln_graph._ranges import ARange, Eye
-from kiln_graph._shape import Alloc, MakeVector, Reshape, Shape, ShapeI
+from kiln_graph.ops import Alloc, MakeVector, Reshape, Shape, ShapeI
 
 NUMBA = kiln.Mode(rewrites=None, linker="numba")
 VM = kiln.Mode(rewrites=None, linker="vm")

@@ -29,7 +29,7 @@ from kiln_graph import (
 from kiln_graph._elemwise import Cast
 from kiln_graph._math import AND, OR, Add, Mul, Neg, Pow, Sub, Switch, TrueDivide
 from kiln_graph._reduce import CAReduce
-from kiln_graph._shape import Alloc, MakeVector, Reshape, Shape, ShapeI
+from kiln_graph.ops import Alloc, MakeVector, Reshape, Shape, ShapeI
 from kiln_graph.testing import evaluate
 from kiln_rewrite import FAST_COMPILE_QUERY, Query, db, rewrite
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _elemwise, _index, _math, _shape
-from kiln_graph._basic import as_tensor
+from kiln_graph import _alloc, _elemwise, _index, _math
+from kiln_graph._basic import as_tensor, shape_constant
 from kiln_graph._errors import KilnIndexError, KilnTypeError, KilnValueError
 from kiln_graph._node import Apply, Op, TensorVariable, Variable
 from kiln_graph._types import DISCRETE_DTYPES, INTEGER_DTYPES, TensorType
@@ -60,7 +60,7 @@ class AdvancedSubtensor1(Op):
         if x.type.dtype in DISCRETE_DTYPES:  # type: ignore[attr-defined]
             return [None, None]
         g = _elemwise.cast(output_grads[0], x.type.dtype)  # type: ignore[attr-defined]
-        return [AdvancedIncSubtensor1()(_shape.zeros_like(x), g, idx), None]
+        return [AdvancedIncSubtensor1()(_alloc.zeros_like(x), g, idx), None]
 
 
 class AdvancedIncSubtensor1(Op):
@@ -146,7 +146,7 @@ def _symbolic_broadcast(
         if known:
             out.append(known[0])
         elif not unknown:
-            out.append(_shape.shape_constant(1))
+            out.append(shape_constant(1))
         else:
             dim = unknown[0]  # broadcast at run time: a length 1 takes the other length
             for s in unknown[1:]:
@@ -209,7 +209,7 @@ class AdvancedSubtensor(Op):
         if x.type.dtype in DISCRETE_DTYPES:  # type: ignore[attr-defined]
             return [None] * len(inputs)
         g = _elemwise.cast(output_grads[0], x.type.dtype)  # type: ignore[attr-defined]
-        gx = AdvancedIncSubtensor(self.idx_list)(_shape.zeros_like(x), g, *indices)
+        gx = AdvancedIncSubtensor(self.idx_list)(_alloc.zeros_like(x), g, *indices)
         return [gx] + [None] * len(indices)
 
 

@@ -107,3 +107,8 @@ def shared(
         raise KilnTypeError(f"shared: expected a numeric array, got dtype {arr.dtype}")
     static = (None,) * arr.ndim if shape is None else tuple(shape)
     return TensorSharedVariable(TensorType(arr.dtype, static), arr, name=name)
+
+
+def shape_constant(n: int) -> Constant:
+    """Return ``n`` as an int64 scalar constant, the element type of symbolic shapes."""
+    return constant(np.int64(n))

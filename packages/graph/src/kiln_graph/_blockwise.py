@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _elemwise, _opfromgraph, _shape
-from kiln_graph._basic import as_tensor, tensor
+from kiln_graph import _alloc, _elemwise, _opfromgraph, _reduce
+from kiln_graph._basic import as_tensor, shape_constant, tensor
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
 from kiln_graph._node import Apply, Op, TensorVariable, Variable
 from kiln_graph._traversal import ancestors
@@ -270,9 +270,9 @@ class Blockwise(Op):
         out_static = node.outputs[0].type.shape  # type: ignore[attr-defined]
         batch_shape: list[Variable] = []
         for d in range(batch):
-            dim: Variable = _shape.shape_constant(1)
+            dim: Variable = shape_constant(1)
             if out_static[d] is not None:
-                dim = _shape.shape_constant(out_static[d])
+                dim = shape_constant(out_static[d])
             else:
                 for var, shp in zip(node.inputs, input_shapes, strict=True):
                     if var.type.shape[d] != 1 and shp is not None:  # type: ignore[attr-defined]
@@ -291,14 +291,14 @@ class Blockwise(Op):
             for j, name in enumerate(dims):
                 n = o.type.shape[batch + j]  # type: ignore[attr-defined]
                 if n is not None:
-                    core.append(_shape.shape_constant(n))
+                    core.append(shape_constant(n))
                 elif name in by_name:
                     core.append(by_name[name])
                 else:
                     if core_shapes is None:
                         core_shapes = self._core_infer_shape(node, input_shapes, batch)
                     found = core_shapes[k]
-                    core.append(found[j] if found is not None else _shape.shape_i(o, batch + j))
+                    core.append(found[j] if found is not None else _alloc.shape_i(o, batch + j))
             result.append(tuple(batch_shape) + tuple(core))
         return result
 
@@ -336,7 +336,10 @@ class Blockwise(Op):
         core_out = self.core_op.make_node(*core_in).outputs
         grads = [as_tensor(g) for g in output_grads]
         core_g = _core_dummies(grads, batch)
-        core_grads = self.core_op.L_op(core_in, core_out, core_g)
+        core_grads = [
+            g if g is None else _reduce.unbroadcast_to(g, x)
+            for x, g in zip(core_in, self.core_op.L_op(core_in, core_out, core_g), strict=True)
+        ]
         keep = [
             i
             for i, (x, g) in enumerate(zip(inputs, core_grads, strict=True))
@@ -353,7 +356,7 @@ class Blockwise(Op):
         batched = [batched] if isinstance(batched, Variable) else batched
         result: list[Variable | None] = [None] * len(inputs)
         for i, g in zip(keep, batched, strict=True):
-            result[i] = _elemwise.unbroadcast_to(g, inputs[i])
+            result[i] = g  # grad sums it over the batch dimensions x was broadcast along
         return result
 
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kiln_graph._basic import as_tensor, constant
+from kiln_graph._basic import as_tensor, constant, shape_constant
 from kiln_graph._errors import KilnValueError, ShapeMismatchError
 from kiln_graph._node import Apply, Op, Props, TensorVariable, Variable
 from kiln_graph._types import DISCRETE_DTYPES, TensorType, normalize_dtype
@@ -182,7 +182,7 @@ class Elemwise(Op):
             if g is None or x.type.dtype in DISCRETE_DTYPES:  # type: ignore[attr-defined]
                 result.append(None)
             else:
-                result.append(unbroadcast_to(g, x))
+                result.append(g)  # grad sums it to x's shape and dtype
         return result
 
 
@@ -210,7 +210,7 @@ def broadcast_shape(
     """
     out: list[Variable] = []
     for d in range(inputs[0].type.ndim):  # type: ignore[attr-defined]
-        dim: Variable = _shape.shape_constant(1)
+        dim: Variable = shape_constant(1)
         for var, shp in zip(inputs, input_shapes, strict=True):
             if not var.type.broadcastable[d] and shp is not None:  # type: ignore[attr-defined]
                 dim = shp[d]
@@ -237,28 +237,6 @@ def _check_runtime_shapes(op: Op, variables: Sequence[Variable], values: Sequenc
                     "broadcasts only dimensions whose static length is 1 (declare "
                     "shape=(..., 1, ...) or use expand_dims)"
                 )
-
-
-def unbroadcast_to(g: Variable, x: Variable) -> Variable:
-    """Sum ``g`` over the dimensions that ``x`` was broadcast along; cast to x's dtype."""
-    from_tensor = as_tensor(g)
-    xt = x.type
-    assert isinstance(xt, TensorType)
-    if from_tensor.ndim > xt.ndim:
-        from_tensor = _reduce.sum_axes(from_tensor, tuple(range(from_tensor.ndim - xt.ndim)), False)
-    axes = tuple(
-        d for d in range(xt.ndim) if xt.broadcastable[d] and not from_tensor.type.broadcastable[d]
-    )
-    if axes:
-        from_tensor = _reduce.sum_axes(from_tensor, axes, True)
-    if any(
-        gb and not xb
-        for gb, xb in zip(from_tensor.type.broadcastable, xt.broadcastable, strict=True)
-    ):
-        from_tensor = _shape.broadcast_to(from_tensor, _shape.shape_tuple(x))
-    if from_tensor.dtype != xt.dtype:
-        from_tensor = cast(from_tensor, xt.dtype)
-    return from_tensor
 
 
 class DimShuffle(Op):
@@ -314,9 +292,7 @@ class DimShuffle(Op):
     ) -> list[tuple[Variable, ...] | None]:
         (shp,) = input_shapes
         assert shp is not None
-        return [
-            tuple(_shape.shape_constant(1) if o == "x" else shp[int(o)] for o in self.new_order)
-        ]
+        return [tuple(shape_constant(1) if o == "x" else shp[int(o)] for o in self.new_order)]
 
     def grad(
         self, inputs: Sequence[Variable], output_grads: Sequence[Variable]
@@ -385,8 +361,3 @@ def cast(x: Any, dtype: Any) -> TensorVariable:
     if x.owner is None and hasattr(x, "data"):
         return constant(np.asarray(x.data).astype(dtype))  # type: ignore[attr-defined]
     return Elemwise(Cast(dtype))(x)
-
-
-# Gradient and shape rules above call into the reduction and shape families, which in
-# turn build Elemwise nodes; importing them last lets either side load first.
-from kiln_graph import _reduce, _shape  # noqa: E402

@@ -6,7 +6,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from kiln_graph import _join, _math, _shape, _subtensor
+from kiln_graph import _alloc, _getitem, _join, _math, _reduce
 from kiln_graph._basic import as_tensor
 from kiln_graph._errors import (
     DisconnectedInputError,
@@ -64,7 +64,7 @@ def grad(
             )
     grads: dict[Variable, Variable] = {}
     if cost_t is not None:
-        grads[cost_t] = _shape.ones_like(cost_t)
+        grads[cost_t] = _alloc.ones_like(cost_t)
     for v, g in (known_grads or {}).items():
         grads[v] = as_tensor(g)
     if not grads:
@@ -94,7 +94,7 @@ def grad(
         for x, g_in in zip(node.inputs, in_grads, strict=True):
             if g_in is None or x not in connected:
                 continue
-            g = as_tensor(g_in)
+            g = _as_input_grad(as_tensor(g_in), x)
             prev = grads.get(x)
             grads[x] = g if prev is None else _math.add(prev, g)
     result = []
@@ -111,15 +111,30 @@ def grad(
                     f"grad: the cost does not depend on {w!r}; its gradient is zero",
                     stacklevel=2,
                 )
-            g_w = _shape.zeros_like(w)
+            g_w = _alloc.zeros_like(w)
         result.append(g_w)
     return result[0] if single else result
+
+
+def _as_input_grad(g: TensorVariable, x: Variable) -> TensorVariable:
+    """Sum an op's gradient for ``x`` to x's type: an op may return it at the broadcast shape.
+
+    Elemwise, Alloc and the index updates return the gradient of the output; summing it
+    over the dimensions ``x`` was broadcast along (and casting to x's dtype) happens here,
+    once, for every op.
+    """
+    xt = x.type
+    if not isinstance(xt, TensorType) or g.ndim < xt.ndim:
+        return g
+    if g.ndim == xt.ndim and g.type.broadcastable == xt.broadcastable and g.dtype == xt.dtype:
+        return g
+    return _reduce.unbroadcast_to(g, x)  # type: ignore[return-value]
 
 
 def _zeros_for(v: Variable) -> Variable | None:
     """Return the gradient of an output the cost does not use: zeros, or None (non-tensor)."""
     if isinstance(v.type, TensorType):
-        return _shape.zeros_like(v)
+        return _alloc.zeros_like(v)
     return None  # a random generator state: nothing to differentiate
 
 
@@ -144,7 +159,7 @@ def jacobian(expression: Variable, wrt: Variable | Sequence[Variable]) -> Any:
             "(give the input a static shape)"
         )
     rows = [
-        grad(_subtensor.getitem(expr, i), wrt_list, disconnected_inputs="ignore") for i in range(n)
+        grad(_getitem.getitem(expr, i), wrt_list, disconnected_inputs="ignore") for i in range(n)
     ]
     out = [_join.stack([r[k] for r in rows]) for k in range(len(wrt_list))]
     return out[0] if single else out

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _elemwise, _math, _shape
-from kiln_graph._basic import as_tensor, constant
+from kiln_graph import _elemwise, _math
+from kiln_graph._basic import as_tensor, constant, shape_constant
 from kiln_graph._errors import (
     KilnError,
     KilnIndexError,
@@ -240,9 +240,9 @@ def symbolic_shape(
     def slice_len(k: int, n: Variable) -> Variable:
         parts = [None if p is None else _int_or_var(p) for p in groups[k]]
         length = slice_length(parts[0], parts[1], parts[2], _int_or_var(n))
-        return _shape.shape_constant(length) if isinstance(length, int) else length
+        return shape_constant(length) if isinstance(length, int) else length
 
-    return _result_shape(idx_list, x_shape, slice_len, adv_shape, _shape.shape_constant(1))
+    return _result_shape(idx_list, x_shape, slice_len, adv_shape, shape_constant(1))
 
 
 # --- slice lengths on ints or int64 variables ------------------------------------------
@@ -471,5 +471,5 @@ def update_grads(
     g = _elemwise.cast(g, x.type.dtype)  # type: ignore[attr-defined]
     zero = constant(np.zeros((), dtype=x.type.dtype))  # type: ignore[attr-defined]
     gx = g if set_zero is None else set_zero(g, zero, *indices)
-    gy = _elemwise.unbroadcast_to(get(g, *indices), y)
+    gy = get(g, *indices)  # grad sums it to y's shape
     return [gx, gy, *none]

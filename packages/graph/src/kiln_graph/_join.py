@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _elemwise, _math, _reduce, _shape
-from kiln_graph._basic import as_tensor
+from kiln_graph import _alloc, _elemwise, _math, _reduce, _shape
+from kiln_graph._basic import as_tensor, shape_constant
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
 from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable
 from kiln_graph._types import DISCRETE_DTYPES, INTEGER_DTYPES, TensorType
@@ -87,7 +87,7 @@ class Join(Op):
         out: list[Variable] = []
         for d, n in enumerate(node.outputs[0].type.shape):  # type: ignore[attr-defined]
             if n is not None:
-                out.append(_shape.shape_constant(n))
+                out.append(shape_constant(n))
             elif d == self.axis:
                 dims = [shp[d] for shp in input_shapes]
                 out.append(dims[0] if len(dims) == 1 else _math.add(*dims))
@@ -99,7 +99,7 @@ class Join(Op):
         (g,) = output_grads
         if _dtype_of(inputs[0]) in DISCRETE_DTYPES:
             return [None] * len(inputs)
-        sizes = [_shape.shape_i(x, self.axis) for x in inputs]
+        sizes = [_alloc.shape_i(x, self.axis) for x in inputs]
         return list(Split(self.axis, len(inputs)).make_node(g, *sizes).outputs)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
-from kiln_graph import _shape
+from kiln_graph import _alloc
 from kiln_graph._basic import as_tensor, constant
 from kiln_graph._elemwise import (
     Cast,
@@ -203,7 +203,7 @@ FloorDivide = _declare(
     np.floor_divide,
     2,
     FROM_NFUNC,
-    lambda xs, o, g: [_shape.zeros_like(xs[0]), _shape.zeros_like(xs[1])],
+    lambda xs, o, g: [_alloc.zeros_like(xs[0]), _alloc.zeros_like(xs[1])],
     "x // y",
 )
 Mod = _declare(
@@ -262,7 +262,7 @@ IsInf = _declare("IsInf", np.isinf, 1, bool_out, None, "x is +-inf")
 Neg = _declare("Neg", np.negative, 1, FROM_NFUNC, lambda xs, o, g: [neg(g)], "-x")
 Abs = _declare("Abs", np.abs, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, sign(xs[0]))], "|x|")
 Sign = _declare(
-    "Sign", np.sign, 1, FROM_NFUNC, lambda xs, o, g: [_shape.zeros_like(xs[0])], "sign of x"
+    "Sign", np.sign, 1, FROM_NFUNC, lambda xs, o, g: [_alloc.zeros_like(xs[0])], "sign of x"
 )
 Exp = _declare("Exp", np.exp, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, o)], "e ** x")
 Exp2 = _declare("Exp2", np.exp2, 1, FROM_NFUNC, lambda xs, o, g: [mul(g, o, _LN2)], "2 ** x")
@@ -450,15 +450,15 @@ Betaln = _declare(
     "log |B(a, b)|",
 )
 Floor = _declare(
-    "Floor", np.floor, 1, FROM_NFUNC, lambda xs, o, g: [_shape.zeros_like(xs[0])], "floor"
+    "Floor", np.floor, 1, FROM_NFUNC, lambda xs, o, g: [_alloc.zeros_like(xs[0])], "floor"
 )
-Ceil = _declare("Ceil", np.ceil, 1, FROM_NFUNC, lambda xs, o, g: [_shape.zeros_like(xs[0])], "ceil")
+Ceil = _declare("Ceil", np.ceil, 1, FROM_NFUNC, lambda xs, o, g: [_alloc.zeros_like(xs[0])], "ceil")
 Round = _declare(
     "Round",
     _round_half_to_even,
     1,
     upcast,
-    lambda xs, o, g: [_shape.zeros_like(xs[0])],
+    lambda xs, o, g: [_alloc.zeros_like(xs[0])],
     "round half to even",
 )
 Switch = _declare(
@@ -468,8 +468,8 @@ Switch = _declare(
     lambda c, a, b: upcast(a, b),
     lambda xs, o, g: [
         None,
-        switch(xs[0], g, _shape.zeros_like(g)),
-        switch(xs[0], _shape.zeros_like(g), g),
+        switch(xs[0], g, _alloc.zeros_like(g)),
+        switch(xs[0], _alloc.zeros_like(g), g),
     ],
     "a where cond else b",
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _elemwise, _grad, _shape, _shape_infer
+from kiln_graph import _alloc, _elemwise, _grad, _shape_infer
 from kiln_graph._basic import as_tensor
 from kiln_graph._digest import encode
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
@@ -171,7 +171,7 @@ class OpFromGraph(Op):
                 continue
             for d, n in enumerate(inner.type.shape):
                 if n is None:
-                    replace[_shape.shape_i(inner, d)] = shp[d]
+                    replace[_alloc.shape_i(inner, d)] = shp[d]
         flat = [s for shp in inner_shapes for s in shp]
         new_flat = graph_replace(flat, replace) if flat else []
         it = iter(new_flat)  # type: ignore[arg-type]

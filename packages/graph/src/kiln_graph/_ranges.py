@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import _elemwise, _math, _shape
-from kiln_graph._basic import as_tensor
+from kiln_graph import _elemwise, _math
+from kiln_graph._basic import as_tensor, shape_constant
 from kiln_graph._errors import KilnTypeError, KilnValueError
 from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable
 from kiln_graph._types import FLOAT_DTYPES, INTEGER_DTYPES, TensorType, normalize_dtype
@@ -69,7 +69,7 @@ class ARange(Op):
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         n = node.outputs[0].type.shape[0]  # type: ignore[attr-defined]
         if n is not None:
-            return [(_shape.shape_constant(n),)]
+            return [(shape_constant(n),)]
         # NumPy computes the length in double precision: ceil((stop - start) / step).
         start, stop, step = (_elemwise.cast(v, "float64") for v in node.inputs)
         length = _math.ceil(_math.true_divide(_math.sub(stop, start), step))

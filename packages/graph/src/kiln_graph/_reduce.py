@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kiln_graph import _elemwise, _math, _shape
-from kiln_graph._basic import as_tensor, constant
+from kiln_graph import _alloc, _elemwise, _math, _shape
+from kiln_graph._basic import as_tensor, constant, shape_constant
 from kiln_graph._errors import KilnTypeError, KilnValueError
 from kiln_graph._node import Apply, Op, TensorVariable, Variable
 from kiln_graph._types import DISCRETE_DTYPES, FLOAT_DTYPES, TensorType
@@ -115,7 +115,7 @@ class CAReduce(Op):
         (g,) = output_grads
         if x.type.dtype in DISCRETE_DTYPES or self.kind in ("all", "any"):  # type: ignore[attr-defined]
             return [None]
-        g_full = _shape.broadcast_to(_restore_axes(g, self.axis, x.ndim), _shape.shape_tuple(x))  # type: ignore[attr-defined]
+        g_full = _shape.broadcast_to(_restore_axes(g, self.axis, x.ndim), _alloc.shape_tuple(x))  # type: ignore[attr-defined]
         if self.kind == "sum":
             return [g_full]
         out_full = _restore_axes(out, self.axis, x.ndim)  # type: ignore[attr-defined]
@@ -211,7 +211,7 @@ def _count(x: TensorVariable, axes: tuple[int, ...]) -> TensorVariable | int:
     static = _static_size(tuple(x.type.shape[a] for a in axes))
     if static is not None:
         return static
-    dims = [_shape.shape_i(x, a) for a in axes]
+    dims = [_alloc.shape_i(x, a) for a in axes]
     return dims[0] if len(dims) == 1 else _math.mul(*dims)
 
 
@@ -434,7 +434,7 @@ class CumSum(Op):
         if self.axis is not None:
             return [tuple(shp)]
         if not shp:
-            return [(_shape.shape_constant(1),)]
+            return [(shape_constant(1),)]
         return [(shp[0] if len(shp) == 1 else _math.mul(*shp),)]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
@@ -446,7 +446,7 @@ class CumSum(Op):
         axis = 0 if self.axis is None else self.axis
         gx = CumSum(axis, not self.reverse)(g)
         if self.axis is None:
-            gx = _shape.reshape(gx, _shape.shape_tuple(x))
+            gx = _shape.reshape(gx, _alloc.shape_tuple(x))
         return [_elemwise.cast(gx, x.type.dtype)]  # type: ignore[attr-defined]
 
 
@@ -466,3 +466,25 @@ def cumsum(x: Any, axis: int | None = None) -> TensorVariable:
     if x.ndim == 0 and axis in (0, -1):
         axis = None  # NumPy treats a 0-d input as a length-1 vector
     return CumSum(_single_axis(axis, x.ndim, "cumsum"))(x)
+
+
+def unbroadcast_to(g: Variable, x: Variable) -> Variable:
+    """Sum ``g`` over the dimensions that ``x`` was broadcast along; cast to x's dtype."""
+    from_tensor = as_tensor(g)
+    xt = x.type
+    assert isinstance(xt, TensorType)
+    if from_tensor.ndim > xt.ndim:
+        from_tensor = sum_axes(from_tensor, tuple(range(from_tensor.ndim - xt.ndim)), False)
+    axes = tuple(
+        d for d in range(xt.ndim) if xt.broadcastable[d] and not from_tensor.type.broadcastable[d]
+    )
+    if axes:
+        from_tensor = sum_axes(from_tensor, axes, True)
+    if builtins.any(
+        gb and not xb
+        for gb, xb in zip(from_tensor.type.broadcastable, xt.broadcastable, strict=True)
+    ):
+        from_tensor = _shape.broadcast_to(from_tensor, _alloc.shape_tuple(x))
+    if from_tensor.dtype != xt.dtype:
+        from_tensor = _elemwise.cast(from_tensor, xt.dtype)
+    return from_tensor

@@ -1,7 +1,6 @@
-"""Shape Ops: reading shapes, building shape vectors, reshape and broadcast/alloc.
+"""Shape Ops: building shape vectors, reshape, broadcast_to, and shape-changing views.
 
-Symbolic shapes are tuples of int64 scalar variables: a constant where the static
-length is known, ``ShapeI(i)(x)`` otherwise.
+Reading shapes (Shape, ShapeI) and Alloc sit below, in :mod:`kiln_graph._alloc`.
 """
 
 from __future__ import annotations
@@ -12,79 +11,17 @@ from typing import Any
 import numpy as np
 
 from kiln_graph import _elemwise, _math, _subtensor
-from kiln_graph._basic import as_tensor, constant
+from kiln_graph._alloc import (
+    Alloc,
+    Shape,
+    _static_scalar,
+    shape,
+    shape_tuple,
+)
+from kiln_graph._basic import as_tensor, constant, shape_constant
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
 from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable
 from kiln_graph._types import DISCRETE_DTYPES, INTEGER_DTYPES, TensorType
-
-
-def shape_constant(n: int) -> Constant:
-    """Return ``n`` as an int64 scalar constant, the element type of symbolic shapes."""
-    return constant(np.int64(n))
-
-
-class Shape(Op):
-    """The shape of a tensor as an int64 vector."""
-
-    def make_node(self, x: Any) -> Apply:
-        x = as_tensor(x)
-        return Apply.create(self, [x], [TensorType("int64", (x.ndim,))])
-
-    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = np.array(inputs[0].shape, dtype="int64")
-
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
-        return [(shape_constant(node.inputs[0].type.ndim),)]  # type: ignore[attr-defined]
-
-    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [None]
-
-
-class ShapeI(Op):
-    """The length of dimension ``i`` as an int64 scalar."""
-
-    __props__ = ("i",)
-
-    def __init__(self, i: int) -> None:
-        self.i = int(i)
-
-    def make_node(self, x: Any) -> Apply:
-        x = as_tensor(x)
-        if not 0 <= self.i < x.ndim:
-            raise KilnValueError(f"shape_i: dimension {self.i} out of range for {x.ndim}-d {x!r}")
-        return Apply.create(self, [x], [TensorType("int64", ())])
-
-    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = np.array(inputs[0].shape[self.i], dtype="int64")
-
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
-        return [()]
-
-    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [None]
-
-
-def shape(x: Any) -> TensorVariable:
-    """Return the shape of ``x`` as a symbolic int64 vector (a constant when fully static)."""
-    x = as_tensor(x)
-    if None not in x.type.shape:
-        return constant(np.array(x.type.shape, dtype="int64"))
-    return Shape()(x)
-
-
-def shape_i(x: Any, i: int) -> TensorVariable:
-    """Return the length of dimension ``i`` of ``x``: a constant when static."""
-    x = as_tensor(x)
-    if not isinstance(i, int | np.integer) or not -x.ndim <= i < x.ndim:
-        raise KilnValueError(f"shape_i: dimension {i!r} is out of range for a {x.ndim}-d tensor")
-    n = x.type.shape[i]
-    return shape_constant(n) if n is not None else ShapeI(i % x.ndim)(x)
-
-
-def shape_tuple(x: Any) -> tuple[TensorVariable, ...]:
-    """Return the shape of ``x`` as a tuple of int64 scalar variables."""
-    x = as_tensor(x)
-    return tuple(shape_i(x, i) for i in range(x.ndim))
 
 
 class MakeVector(Op):
@@ -113,7 +50,7 @@ class MakeVector(Op):
         if self.dtype in DISCRETE_DTYPES:
             return [None] * len(inputs)
         (g,) = output_grads
-        return [_subtensor.getitem(g, i) for i in range(len(inputs))]
+        return [_subtensor.vector_item(g, i) for i in range(len(inputs))]
 
 
 def as_shape_vector(shape: Any, argname: str = "shape") -> TensorVariable:
@@ -155,12 +92,6 @@ def static_entries(shape_vec: TensorVariable) -> list[int | None]:
     if owner is not None and isinstance(owner.op, Shape):
         return list(owner.inputs[0].type.shape)  # type: ignore[attr-defined]
     return [None] * n
-
-
-def _static_scalar(s: Variable) -> int | None:
-    if s.owner is not None and isinstance(s.owner.op, ShapeI):
-        return s.owner.inputs[0].type.shape[s.owner.op.i]  # type: ignore[attr-defined]
-    return None
 
 
 class Reshape(Op):
@@ -271,57 +202,6 @@ def flatten(x: Any) -> TensorVariable:
     return reshape(x, (-1,))
 
 
-class Alloc(Op):
-    """Broadcast ``x`` to a shape given as scalars, materialising a new array."""
-
-    def make_node(self, x: Any, *shape: Any) -> Apply:
-        x = as_tensor(x)
-        dims = [as_tensor(s) for s in shape]
-        for d in dims:
-            if d.ndim != 0 or d.dtype not in INTEGER_DTYPES:
-                raise KilnTypeError(f"alloc: each shape entry must be an integer scalar, got {d}")
-        if len(dims) < x.ndim:
-            raise KilnValueError(
-                f"alloc: cannot broadcast a {x.ndim}-d value to {len(dims)} dimensions"
-            )
-        static: list[int | None] = []
-        for d in dims:
-            static.append(int(d.data) if isinstance(d, Constant) else _static_scalar(d))
-        offset = len(dims) - x.ndim
-        for i, n in enumerate(x.type.shape):
-            target = static[offset + i]
-            if n is not None and n != 1 and target is not None and n != target:
-                raise ShapeMismatchError(
-                    f"alloc: cannot broadcast shape {x.type.shape} to {tuple(static)}"
-                )
-            if target is None and n is not None and n != 1:
-                static[offset + i] = n
-        dims = [_elemwise.cast(d, "int64") for d in dims]
-        return Apply.create(self, [x, *dims], [TensorType(x.dtype, tuple(static))])
-
-    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        x, *shp = inputs
-        target = tuple(int(s) for s in shp)
-        xs = node.inputs[0].type.shape  # type: ignore[attr-defined]
-        offset = len(target) - x.ndim
-        for i, n in enumerate(x.shape):
-            if n != target[offset + i] and (n != 1 or xs[i] != 1):
-                raise ShapeMismatchError(
-                    f"alloc: cannot broadcast an array of shape {x.shape} to {target}"
-                    + (" (only static length-1 dimensions broadcast)" if n == 1 else "")
-                )
-        outputs[0] = np.array(np.broadcast_to(x, target))
-
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
-        return [tuple(node.inputs[1:])]
-
-    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        x = inputs[0]
-        (g,) = output_grads
-        gx = None if x.type.dtype in DISCRETE_DTYPES else _elemwise.unbroadcast_to(g, x)  # type: ignore[attr-defined]
-        return [gx] + [None] * (len(inputs) - 1)
-
-
 def _as_scalars(shape: Any) -> list[Any]:
     if isinstance(shape, Variable) and as_tensor(shape).ndim == 1:
         vec = as_tensor(shape)
@@ -329,7 +209,9 @@ def _as_scalars(shape: Any) -> list[Any]:
         if n is None:
             raise KilnValueError("shape: the length of a shape vector must be known statically")
         entries = static_entries(vec)
-        return [e if e is not None else _subtensor.getitem(vec, i) for i, e in enumerate(entries)]
+        return [
+            e if e is not None else _subtensor.vector_item(vec, i) for i, e in enumerate(entries)
+        ]
     if isinstance(shape, int | np.integer | Variable):
         return [shape]
     return list(shape)
@@ -342,11 +224,6 @@ def broadcast_to(x: Any, shape: Any) -> TensorVariable:
     if all(isinstance(d, int | np.integer) for d in dims) and tuple(dims) == x.type.shape:
         return x
     return Alloc()(x, *dims)
-
-
-def alloc(value: Any, *shape: Any) -> TensorVariable:
-    """Return an array of ``shape`` filled by broadcasting ``value``."""
-    return Alloc()(as_tensor(value), *shape)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> TensorVariable:
@@ -365,18 +242,6 @@ def zeros(shape: Any, dtype: Any = "float64") -> TensorVariable:
 def ones(shape: Any, dtype: Any = "float64") -> TensorVariable:
     """Return an array of ones."""
     return full(shape, 1, dtype)
-
-
-def zeros_like(x: Any, dtype: Any = None) -> TensorVariable:
-    """Zeros with the shape (and by default the dtype) of ``x``."""
-    x = as_tensor(x)
-    return full(shape_tuple(x), 0, dtype or x.dtype)
-
-
-def ones_like(x: Any, dtype: Any = None) -> TensorVariable:
-    """Ones with the shape (and by default the dtype) of ``x``."""
-    x = as_tensor(x)
-    return full(shape_tuple(x), 1, dtype or x.dtype)
 
 
 def transpose(x: Any, axes: Sequence[int] | None = None) -> TensorVariable:

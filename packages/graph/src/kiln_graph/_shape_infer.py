@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kiln_graph import _shape
+from kiln_graph import _alloc
 from kiln_graph._node import Variable, as_variable_list
 from kiln_graph._traversal import toposort
 from kiln_graph._types import TensorType
@@ -27,7 +27,7 @@ def infer_shape(outputs: Variable | Iterable[Variable], stop_at: Iterable[Variab
             return memo[v]
         if not isinstance(v.type, TensorType):
             return None
-        return _shape.shape_tuple(v)
+        return _alloc.shape_tuple(v)
 
     for node in toposort(outs, stop_at=stop_at):
         in_shapes = [shape_of(v) for v in node.inputs]
@@ -35,7 +35,7 @@ def infer_shape(outputs: Variable | Iterable[Variable], stop_at: Iterable[Variab
             out_shapes = node.op.infer_shape(node, in_shapes)
         except NotImplementedError:
             out_shapes = [
-                _shape.shape_tuple(o) if isinstance(o.type, TensorType) else None
+                _alloc.shape_tuple(o) if isinstance(o.type, TensorType) else None
                 for o in node.outputs
             ]
         for o, s in zip(node.outputs, out_shapes, strict=True):

@@ -12,6 +12,9 @@ from kiln_graph._advanced_subtensor import AdvancedIncSubtensor as AdvancedIncSu
 from kiln_graph._advanced_subtensor import AdvancedIncSubtensor1 as AdvancedIncSubtensor1
 from kiln_graph._advanced_subtensor import AdvancedSubtensor as AdvancedSubtensor
 from kiln_graph._advanced_subtensor import AdvancedSubtensor1 as AdvancedSubtensor1
+from kiln_graph._alloc import Alloc as Alloc
+from kiln_graph._alloc import Shape as Shape
+from kiln_graph._alloc import ShapeI as ShapeI
 from kiln_graph._blockwise import Blockwise as Blockwise
 from kiln_graph._composite import ProgramBuilder as ProgramBuilder
 from kiln_graph._elemwise import DimShuffle as DimShuffle
@@ -34,10 +37,7 @@ from kiln_graph._ranges import Eye as Eye
 from kiln_graph._reduce import Argmax as Argmax
 from kiln_graph._reduce import CAReduce as CAReduce
 from kiln_graph._reduce import CumSum as CumSum
-from kiln_graph._shape import Alloc as Alloc
 from kiln_graph._shape import MakeVector as MakeVector
 from kiln_graph._shape import Reshape as Reshape
-from kiln_graph._shape import Shape as Shape
-from kiln_graph._shape import ShapeI as ShapeI
 from kiln_graph._subtensor import IncSubtensor as IncSubtensor
 from kiln_graph._subtensor import Subtensor as Subtensor

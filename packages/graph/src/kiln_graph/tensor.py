@@ -9,6 +9,11 @@ Python scalars adopt the dtype of the tensors they meet).
 # (autodiff), _join (concatenate, stack), _linalg, _math (elementwise math and
 # comparisons), _nnet (softmax, log_softmax), _ranges and _shape (shape ops), _reduce
 # (reductions), _subtensor (indexing).
+from kiln_graph._alloc import alloc as alloc
+from kiln_graph._alloc import ones_like as ones_like
+from kiln_graph._alloc import shape as shape
+from kiln_graph._alloc import shape_i as shape_i
+from kiln_graph._alloc import zeros_like as zeros_like
 from kiln_graph._basic import as_tensor as as_tensor
 from kiln_graph._basic import constant as constant
 from kiln_graph._basic import matrix as matrix
@@ -20,6 +25,9 @@ from kiln_graph._blockwise import Blockwise as Blockwise
 from kiln_graph._blockwise import vectorize as vectorize
 from kiln_graph._elemwise import cast as cast
 from kiln_graph._elemwise import dimshuffle as dimshuffle
+from kiln_graph._getitem import getitem as getitem
+from kiln_graph._getitem import inc_subtensor as inc_subtensor
+from kiln_graph._getitem import set_subtensor as set_subtensor
 from kiln_graph._grad import grad as grad
 from kiln_graph._grad import hessian as hessian
 from kiln_graph._grad import jacobian as jacobian
@@ -110,20 +118,12 @@ from kiln_graph._reduce import prod as prod
 from kiln_graph._reduce import std as std
 from kiln_graph._reduce import sum as sum  # noqa: A004
 from kiln_graph._reduce import var as var
-from kiln_graph._shape import alloc as alloc
 from kiln_graph._shape import broadcast_to as broadcast_to
 from kiln_graph._shape import expand_dims as expand_dims
 from kiln_graph._shape import flatten as flatten
 from kiln_graph._shape import full as full
 from kiln_graph._shape import ones as ones
-from kiln_graph._shape import ones_like as ones_like
 from kiln_graph._shape import reshape as reshape
-from kiln_graph._shape import shape as shape
-from kiln_graph._shape import shape_i as shape_i
 from kiln_graph._shape import squeeze as squeeze
 from kiln_graph._shape import transpose as transpose
 from kiln_graph._shape import zeros as zeros
-from kiln_graph._shape import zeros_like as zeros_like
-from kiln_graph._subtensor import getitem as getitem
-from kiln_graph._subtensor import inc_subtensor as inc_subtensor
-from kiln_graph._subtensor import set_subtensor as set_subtensor

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import builtins
 import dataclasses
 import re
@@ -30,6 +29,7 @@ from kiln_numba._funcify import (
     ModuleBuilder,
     NoNumbaImplementation,
     numba_funcify,
+    out_of_line_raise,
 )
 from kiln_numba._outline import inline_outlined
 from kiln_numba._scalars import promote_scalars, propagate_copies
@@ -179,7 +179,7 @@ def write_body(
         names.update(zip(node.outputs, out_vars, strict=True))
     outs = [name_of(v) for v in outputs]
     scope.lines.append("return (" + "".join(f"{o}, " for o in outs) + ")")
-    raised = [_out_of_line_raise(module, line) for line in scope.lines]
+    raised = [out_of_line_raise(module, line) for line in scope.lines]
     scope.lines[:] = propagate_copies(promote_scalars(raised))
 
 
@@ -267,30 +267,6 @@ def _loop_scalars(
         if _read_by_loops(out, outputs, clients.get(out, [])) and src not in destroyed:
             found[out] = src
     return found
-
-
-_RAISE = re.compile(r"^(?P<indent>\s*)raise (?P<cls>[A-Za-z_][A-Za-z0-9_]*)\((?P<arg>.*)\)\s*$")
-
-
-def _out_of_line_raise(module: ModuleBuilder, line: str) -> str:
-    """Return ``line``, with ``raise Error('message')`` made ``kiln_raise(code)``.
-
-    A ``raise`` in a large njit function costs much compile time (Numba writes clean-up
-    code at each); a call to the one compiled ``kiln_raise`` costs little. The error's
-    class and message go in ``module.errors[code]``; the linker raises them when the
-    call returns with ``KilnRuntimeError(code)``. Other raises are left as they are.
-    """
-    match = _RAISE.match(line)
-    if match is None:
-        return line
-    try:
-        message = ast.literal_eval(match["arg"]) if match["arg"] else ""
-    except (ValueError, SyntaxError):
-        return line
-    if not isinstance(message, str):
-        return line
-    module.errors.append((match["cls"], message))
-    return f"{match['indent']}kiln_raise(np.int64({len(module.errors) - 1}))"
 
 
 def _numba_array_type(t: Any) -> Any:

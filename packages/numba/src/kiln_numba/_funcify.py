@@ -11,7 +11,9 @@ Implementations live in modules that mirror kiln_graph's op families (``elemwise
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from functools import singledispatch
@@ -273,3 +275,27 @@ def has_numba_implementation(op_class: type) -> bool:
 def variable_type(v: Variable) -> TensorType | None:
     """Return the tensor type of ``v``, or None for other types (random generators...)."""
     return v.type if isinstance(v.type, TensorType) else None
+
+
+_RAISE = re.compile(r"^(?P<indent>\s*)raise (?P<cls>[A-Za-z_][A-Za-z0-9_]*)\((?P<arg>.*)\)\s*$")
+
+
+def out_of_line_raise(module: ModuleBuilder, line: str) -> str:
+    """Return ``line``, with ``raise Error('message')`` made ``kiln_raise(code)``.
+
+    A ``raise`` in a large njit function costs much compile time (Numba writes clean-up
+    code at each); a call to the one compiled ``kiln_raise`` costs little. The error's
+    class and message go in ``module.errors[code]``; the linker raises them when the
+    call returns with ``KilnRuntimeError(code)``. Other raises are left as they are.
+    """
+    match = _RAISE.match(line)
+    if match is None:
+        return line
+    try:
+        message = ast.literal_eval(match["arg"]) if match["arg"] else ""
+    except (ValueError, SyntaxError):
+        return line
+    if not isinstance(message, str):
+        return line
+    module.errors.append((match["cls"], message))
+    return f"{match['indent']}kiln_raise(np.int64({len(module.errors) - 1}))"

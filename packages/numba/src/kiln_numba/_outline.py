@@ -18,7 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kiln_graph import Apply, Constant, Op, TensorType, Variable
-from kiln_numba._funcify import CodeContext, FunctionScope, ModuleBuilder, np_dtype
+from kiln_numba._funcify import (
+    CodeContext,
+    FunctionScope,
+    ModuleBuilder,
+    np_dtype,
+    out_of_line_raise,
+)
+from kiln_numba._scalars import promote_scalars, propagate_copies
 
 _FRESH = re.compile(r"\b([A-Za-z]+)_(\d+)\b")
 
@@ -88,11 +95,7 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
     key = "outlined\n" + signature + "\n" + "\n".join(lines)
 
     def source(name: str) -> str:
-        # Local import: the code generator imports the op families, which import this.
-        from kiln_numba._codegen import _out_of_line_raise
-        from kiln_numba._scalars import promote_scalars, propagate_copies
-
-        raised = [_out_of_line_raise(module, line) for line in lines]
+        raised = [out_of_line_raise(module, line) for line in lines]
         body = "\n".join("    " + line for line in propagate_copies(promote_scalars(raised)))
         inline = INLINE_MARKER if len(params) + len(extra) <= MAX_INLINED_PARAMS else ""
         return f"@njit(error_model='numpy'{inline})\ndef {name}({signature}):\n{body}"
