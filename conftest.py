@@ -14,8 +14,11 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="kiln-test-cache-")
 os.environ["KILN_CACHE_DIR"] = _CACHE_DIR
 # Numba-compiled functions are not also linked into shared libraries (a C compiler run
 # per compile): packages/numba/tests/test_shared_library.py turns that on for its tests.
-# KILN_NUMBA_SHARED_LIBRARY=1 in the environment runs the whole suite with them.
-os.environ.setdefault("KILN_NUMBA_SHARED_LIBRARY", "0")
+# KILN_FLAGS=shared_library=true in the environment runs the whole suite with them.
+if "shared_library=" not in os.environ.get("KILN_FLAGS", ""):
+    os.environ["KILN_FLAGS"] = ",".join(
+        f for f in (os.environ.get("KILN_FLAGS", ""), "shared_library=false") if f
+    )
 
 import kiln_compile  # noqa: E402
 

@@ -267,7 +267,7 @@ def test_new_process_loads_the_wrapper_from_the_cache(tmp_path):
         """
     )
     # Numba's cache (the shared-library load is test_shared_library's).
-    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_NUMBA_SHARED_LIBRARY="0")
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_FLAGS="shared_library=false")
 
     def run() -> dict:
         proc = subprocess.run(

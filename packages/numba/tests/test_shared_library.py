@@ -117,7 +117,7 @@ SCRIPT = CASES + textwrap.dedent(
 
 
 def _run(cache: Path) -> dict:
-    env = dict(os.environ, KILN_CACHE_DIR=str(cache), KILN_NUMBA_SHARED_LIBRARY="1")
+    env = dict(os.environ, KILN_CACHE_DIR=str(cache), KILN_FLAGS="shared_library=true")
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600
     )
@@ -157,7 +157,7 @@ def test_a_new_process_loads_every_kind_of_function_without_numba(tmp_path):
 @pytest.fixture
 def shared(cache_dir, monkeypatch):
     """Shared libraries on, over a new cache folder, with the memo off."""
-    monkeypatch.setattr(_shared_library, "enabled", True)
+    monkeypatch.setattr(config, "shared_library", True)
     with config.change(memo=False):
         yield cache_dir
 
@@ -385,7 +385,7 @@ SAMPLE_SCRIPT = textwrap.dedent(
 
 def test_a_warm_kl_sample_never_imports_numba(tmp_path):
     """Second process: logp wrapper, expand and kernel all from libraries; same draws."""
-    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_NUMBA_SHARED_LIBRARY="1")
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_FLAGS="shared_library=true")
 
     def run() -> dict:
         proc = subprocess.run(

@@ -22,8 +22,7 @@ import pytest
 import kiln
 import kiln.tensor as kt
 from kiln_compile import CacheWarning, config
-from kiln_numba import _cache as numba_cache
-from kiln_numba import _shared_library
+from kiln_numba import _numba_internals as numba_internals
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +32,7 @@ def _no_memo(monkeypatch):
     In this process, functions load through Numba's cache only (no shared libraries,
     which ``test_shared_library.py`` tests): these tests are about Numba's files.
     """
-    monkeypatch.setattr(_shared_library, "enabled", False)
+    monkeypatch.setattr(config, "shared_library", False)
     with config.change(memo=False):
         yield
 
@@ -74,7 +73,7 @@ SCRIPT = textwrap.dedent(
 
 def _run_script(cache_dir: Path, shared_library: bool = False) -> subprocess.Popen[str]:
     env = dict(os.environ, KILN_CACHE_DIR=str(cache_dir))
-    env["KILN_NUMBA_SHARED_LIBRARY"] = "1" if shared_library else "0"
+    env["KILN_FLAGS"] = f"shared_library={'true' if shared_library else 'false'}"
     return subprocess.Popen(
         [sys.executable, "-c", SCRIPT],
         env=env,
@@ -222,7 +221,7 @@ def test_read_only_populated_cache_loads_and_warns_once_on_write(cache_dir, monk
     def refuse(self: object, sig: object, data: object) -> None:
         raise PermissionError(13, "Permission denied (read-only cache)")
 
-    monkeypatch.setattr(numba_cache.KilnFunctionCache, "_save_overload", refuse)
+    monkeypatch.setattr(numba_internals.function_cache_class(), "_save_overload", refuse)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         f, _ = _compile_and_call()  # the cached specialization: loads, writes nothing

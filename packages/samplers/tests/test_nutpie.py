@@ -251,5 +251,7 @@ def test_an_unsupported_nutpie_version_is_named(monkeypatch):
     monkeypatch.setattr(
         importlib.metadata, "version", lambda name: "0.1.0" if name == "nutpie" else real(name)
     )
-    with pytest.raises(ks.UnsupportedNutpieError, match=r"nutpie 0.1.0 is installed.*0\.16\.11"):
+    with pytest.raises(
+        ks.UnsupportedNutpieError, match=r"nutpie 0.1.0 is installed.*nutpie>=0\.16\.11,<0\.17"
+    ):
         _run()

@@ -11,6 +11,7 @@ import pytest
 from numba import njit
 
 import kiln_samplers as ks
+from kiln_numba.native import native_address
 from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
@@ -55,6 +56,14 @@ class Native:
     def __init__(self):
         self.fn = _gaussian_native
         self.user_data = np.zeros(1, dtype=np.int64)
+
+    @property
+    def native_address(self):
+        """The entry point kiln's C kernel calls, found by kiln_numba.
+
+        (kiln_samplers knows no Numba internals.)
+        """
+        return native_address(self.fn)
 
     def refresh(self):
         pass
@@ -305,7 +314,10 @@ def _chunk(sample_chunk, seed, adapt_step_size, collect_variance, n_draws=200, m
 def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(
     adapt_step_size, collect_variance
 ):
-    c_chunk = _c_nuts.sample_chunk_for(_gaussian_native, np.zeros(1, np.int64), np.zeros(4))
+    address = native_address(_gaussian_native)
+    c_chunk = _c_nuts.sample_chunk_for(
+        _gaussian_native, address, np.zeros(1, np.int64), np.zeros(4)
+    )
     assert c_chunk is not None, _c_nuts._state.error
     for seed in (0, 1):
         expected = _chunk(core.sample_chunk, seed, adapt_step_size, collect_variance)
@@ -411,7 +423,11 @@ def test_without_a_c_compiler_the_numba_kernel_runs(monkeypatch, tmp_path):
     _fresh_state(monkeypatch, tmp_path)
     monkeypatch.setattr(_c_nuts, "_compiler", lambda: None)
     assert _c_nuts.prefetch() is False
-    assert _c_nuts.sample_chunk_for(_gaussian_native, np.zeros(1, np.int64), np.zeros(4)) is None
+    address = native_address(_gaussian_native)
+    assert (
+        _c_nuts.sample_chunk_for(_gaussian_native, address, np.zeros(1, np.int64), np.zeros(4))
+        is None
+    )
     assert "no C compiler" in _c_nuts._state.error
     trace = ks.sample_nuts(
         Gaussian(), draws=100, tune=100, chains=1, random_seed=1, native=Native(),

@@ -36,6 +36,11 @@ class Config:
     memo
         Reuse, within this process, the rewritten graph and linked callable of an
         identical function compiled before (:mod:`kiln_compile._memo`).
+    shared_library
+        Numba backend: link each compiled function's machine code into a shared library
+        that a later process loads in about a millisecond, without importing Numba
+        (Linux on x86-64; ``KILN_FLAGS=shared_library=false`` leaves every function to
+        Numba's own loader).
     """
 
     linker: str = "auto"
@@ -44,6 +49,7 @@ class Config:
     cache: bool = True
     profile: bool = False
     memo: bool = True
+    shared_library: bool = True
 
     @classmethod
     def from_flags(cls, flags: str | None) -> Config:

@@ -137,7 +137,9 @@ class Alloc(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         x = inputs[0]
         (g,) = output_grads
-        gx = None if x.type.dtype in DISCRETE_DTYPES else g  # summed to x's shape by grad
+        gx = (
+            None if getattr(x.type, "dtype", None) in DISCRETE_DTYPES else g
+        )  # summed to x's shape by grad
         return [gx] + [None] * (len(inputs) - 1)
 
 

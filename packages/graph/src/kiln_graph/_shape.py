@@ -50,7 +50,7 @@ class MakeVector(Op):
         if self.dtype in DISCRETE_DTYPES:
             return [None] * len(inputs)
         (g,) = output_grads
-        return [_subtensor.vector_item(g, i) for i in range(len(inputs))]
+        return [_subtensor.vector_item(g, i) for i in range(len(inputs))]  # type: ignore[arg-type]
 
 
 def as_shape_vector(shape: Any, argname: str = "shape") -> TensorVariable:

@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 
 import jax
-from jax.experimental.compilation_cache import compilation_cache
 
 from kiln_compile import config, is_unwritable, mark_unwritable
+from kiln_jax._jax_internals import reset_compilation_cache
 
 _NAMESPACE = "jax"
 #: JAX's default ``jax_persistent_cache_min_compile_time_secs``.
@@ -68,5 +68,5 @@ def enable_compilation_cache() -> str | None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     # JAX decides once per process whether it uses the cache: a function compiled before
     # this (with no directory) made it decide "no". There was no cache in use: start over.
-    compilation_cache.reset_cache()
+    reset_compilation_cache()
     return str(target)

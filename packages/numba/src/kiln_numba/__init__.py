@@ -26,6 +26,12 @@ from kiln_numba._funcify import has_numba_implementation as has_numba_implementa
 from kiln_numba._funcify import numba_funcify as numba_funcify
 from kiln_numba._linker import NumbaLinker as NumbaLinker
 from kiln_numba._linker import NumbaThunk as NumbaThunk
+from kiln_numba._numba_internals import NumbaVersionWarning as NumbaVersionWarning
+from kiln_numba._numba_internals import version_supported as _version_supported
+
+# One NumbaVersionWarning at import when the installed Numba is not one whose internals
+# kiln_numba was checked on (it then uses Numba's public API only).
+_version_supported()
 
 # Importing this package does not import Numba: a function whose machine code is in the
 # cache loads without it (kiln_numba._shared_library). The native wrappers need Numba.
@@ -51,6 +57,7 @@ __all__ = [
     "elemwise",
     "linalg",
     "loop_fusion",
+    "NumbaVersionWarning",
     "native_c_pointers",
     "native_expand",
     "native_logp_grad",

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from numba import types
-from numba.core import cgutils
-from numba.core.imputils import impl_ret_borrowed
+from numba import carray, types
 from numba.extending import intrinsic
-from numba.np.numpy_support import carray
+
+from kiln_numba._numba_internals import intrinsic_helpers
+
+cgutils, impl_ret_borrowed = intrinsic_helpers()
 
 __all__ = [
     "EXPAND_NUMBA_SIGNATURE",

@@ -45,7 +45,9 @@ it is tested, Linux on x86-64 with ``cc`` and ``nm``, for functions whose argume
 arrays and whose results are arrays (generated functions) or one number
 (:mod:`kiln_numba.native`'s wrappers, whose entry in Numba's calling convention the
 library also exports, for kiln's C NUTS kernel); anything else, or anything that fails,
-leaves the function to Numba, as does ``KILN_NUMBA_SHARED_LIBRARY=0``.
+leaves the function to Numba, as does ``config.shared_library = False``
+(``KILN_FLAGS=shared_library=false``) or a Numba whose internals were not checked
+(:mod:`kiln_numba._numba_internals`, through which every use of them goes).
 """
 
 from __future__ import annotations
@@ -55,8 +57,6 @@ import builtins
 import ctypes
 import dataclasses
 import hashlib
-import importlib.machinery
-import importlib.util
 import os
 import pickle
 import platform
@@ -72,33 +72,29 @@ from typing import Any
 
 import numpy as np
 
-from kiln_compile import DiskCache, is_unwritable, mark_unwritable
+from kiln_compile import DiskCache, config, is_unwritable, mark_unwritable
+from kiln_numba import _numba_internals as internals
 
 __all__ = ["SharedFunction", "build_later", "build_queued", "checker", "has_library", "load"]
 
 #: Bumped when what :func:`build_later` writes changes meaning.
 FORMAT = 4
 _NAMESPACE = "numba-lib"
-#: Numba's C extensions holding the runtime functions the machine code calls, by the
-#: prefix Numba gives their symbols (``numba_<name>``, ``NRT_<name>``).
-_EXTENSIONS = {
-    "numba._helperlib": ("_helperlib", "numba_"),
-    "numba._dynfunc": ("_dynfunc", "numba_"),
-    "numba.core.runtime._nrt_python": ("core/runtime/_nrt_python", "NRT_"),
-}
 _COMPILE_TIMEOUT_S = 120.0
-
-
-#: Whether shared libraries are built and loaded (off: functions always go through Numba).
-enabled = os.environ.get("KILN_NUMBA_SHARED_LIBRARY", "1") != "0"
 
 
 def supported() -> bool:
     """Whether shared libraries of generated code are built and loaded here.
 
-    Linux on x86-64, unless ``KILN_NUMBA_SHARED_LIBRARY=0`` (or :data:`enabled` is false).
+    Linux on x86-64 with a Numba of :data:`kiln_numba._numba_internals.CHECKED`, unless
+    ``config.shared_library`` is false (``KILN_FLAGS=shared_library=false``).
     """
-    return enabled and sys.platform == "linux" and platform.machine() == "x86_64"
+    return (
+        config.shared_library
+        and sys.platform == "linux"
+        and platform.machine() == "x86_64"
+        and internals.version_supported()
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,9 +205,7 @@ class _Compiled:
 
 def _compiled(dispatcher: Any) -> _Compiled | None:
     """Return what :func:`_build` needs of the dispatcher's one compiled overload, or None."""
-    from numba.core import types
-    from numba.core.environment import lookup_environment
-    from numba.np.numpy_support import as_dtype
+    from numba import types
 
     if len(dispatcher.overloads) != 1:
         return None
@@ -227,14 +221,14 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
     for t in cres.signature.args:
         if not isinstance(t, types.Array) or not t.aligned:
             return None
-        args.append(_Arg(as_dtype(t.dtype), t.ndim, t.layout))
+        args.append(_Arg(internals.as_dtype(t.dtype), t.ndim, t.layout))
     library = cres.library
     try:
         # Compiled in this process, or loaded from Numba's cache (kiln_numba._cache keeps
         # the object code there), where the module is the one kept for linking.
-        obj = getattr(library, "kiln_object_code", None) or library._get_compiled_object()
-        module = getattr(library, "_shared_module", None) or library._final_module
-        variables = [gv.name for gv in module.global_variables]
+        obj = internals.object_code(library)
+        variables = internals.global_variable_names(library)
+        wrapper, native, env_name = internals.entry_names(cres)
     except Exception:  # noqa: BLE001  # Numba's internals changed: no library
         return None
     # The Environments of the function and of everything linked into it (as Numba's
@@ -242,30 +236,16 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
     # they box, nothing that needs Numba to be rebuilt.
     envs = []
     for name in variables:
-        env = lookup_environment(name) if name.startswith("_ZN08NumbaEnv") else None
-        if env is None or not env.can_cache():
+        found = internals.environment_of(name)
+        if found is None:
             continue
-        consts = list(env.consts)
+        module_name, consts = found
         if not all(isinstance(c, np.dtype) for c in consts):
             return None
-        envs.append((name, str(env.globals["__name__"]), consts))
-    helpers: dict[str, tuple[str, str]] = {}
-    for extension, (_, prefix) in _EXTENSIONS.items():
-        for name in sys.modules[extension].c_helpers:
-            symbol = name if name.startswith("_") else prefix + name
-            helpers.setdefault(symbol, (extension, name))
-    fndesc = cres.fndesc
-    if fndesc.env_name not in {name for name, _, _ in envs}:
+        envs.append((name, module_name, consts))
+    if env_name not in {name for name, _, _ in envs}:
         return None
-    return _Compiled(
-        obj,
-        fndesc.llvm_cpython_wrapper_name,
-        fndesc.llvm_func_name,
-        fndesc.env_name,
-        envs,
-        args,
-        helpers,
-    )
+    return _Compiled(obj, wrapper, native, env_name, envs, args, internals.runtime_helpers())
 
 
 #: The C-API functions Numba's code passes exception types to (``PyExc_*``, see
@@ -630,31 +610,6 @@ def build_queued() -> None:
 # --- loading (in any later process) ------------------------------------------------------
 
 
-def _extension(name: str) -> ModuleType:
-    """Return Numba's C extension ``name``, loaded from its file if Numba is not imported."""
-    module = sys.modules.get(name)
-    if module is not None:
-        return module
-    spec = importlib.util.find_spec("numba")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("numba is not installed")
-    base = Path(spec.submodule_search_locations[0]) / _EXTENSIONS[name][0]
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = base.with_name(base.name + suffix)
-        if path.is_file():
-            break
-    else:
-        raise ImportError(f"no file for {name}")
-    file_spec = importlib.util.spec_from_file_location(name, path)
-    assert file_spec is not None and file_spec.loader is not None
-    module = importlib.util.module_from_spec(file_spec)
-    file_spec.loader.exec_module(module)
-    sys.modules[name] = module
-    if name == "numba.core.runtime._nrt_python":
-        module.memsys_use_cpython_allocator()  # what Numba's import does
-    return module
-
-
 _lock = threading.Lock()
 
 
@@ -682,7 +637,7 @@ def load(key: str, entry: Path, module_name: str) -> SharedFunction | None:
 
 
 def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFunction:
-    extensions = {name: _extension(name) for name in _EXTENSIONS}
+    extensions = {name: internals.load_extension(name) for name in internals.RUNTIME_EXTENSIONS}
     dynfunc = extensions["numba._dynfunc"]
     library = ctypes.CDLL(str(path))
     slots = description["slots"]
@@ -691,15 +646,14 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
         if extension == "python":
             table[i] = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
         else:
-            table[i] = extensions[extension].c_helpers[name]
+            table[i] = internals.helper_address(extensions[extension], name)
     cells = description["cells"]
     exceptions = (ctypes.c_void_p * max(len(cells), 1)).in_dll(library, "kiln_cells")
     for i, name in enumerate(cells):
         exceptions[i] = id(getattr(builtins, name))
     envs = {}
     for symbol, module, consts in description["envs"]:
-        env = envs[symbol] = dynfunc.Environment({"__name__": module})
-        env.consts[:] = consts
+        env = envs[symbol] = internals.new_environment(dynfunc, module, consts)
         ctypes.c_void_p.in_dll(library, symbol).value = id(env)
     address = ctypes.cast(getattr(library, description["wrapper"]), ctypes.c_void_p).value
     if not address:
@@ -707,13 +661,15 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
     module = ModuleType(module_name)
     env = envs[description["env"]]
     doc = "kiln_fn (shared library)"
-    fn = dynfunc.make_function(module, "kiln_fn", doc, address, env, (library,))
+    fn = internals.make_function(dynfunc, module, "kiln_fn", doc, address, env, (library,))
     args = [_Arg(np.dtype(d), n, layout) for d, n, layout in description["args"]]
     checked = binder = None
     if len(args) <= _MAX_ARGS and _layouts_agree(library):
         _fill_entry(library, address, args)
         entry_address = ctypes.cast(library.kiln_checked_call, ctypes.c_void_p).value
-        checked = dynfunc.make_function(module, "kiln_fn", doc, entry_address, env, (library,))
+        checked = internals.make_function(
+            dynfunc, module, "kiln_fn", doc, int(entry_address or 0), env, (library,)
+        )
         binder = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object)(
             ("kiln_bind", library)
         )

@@ -59,6 +59,7 @@ import numpy as np
 
 from kiln_graph import KilnTypeError, TensorType
 from kiln_numba import _linker, _shared_library
+from kiln_numba import _numba_internals as _internals
 from kiln_numba._codegen import Generated
 from kiln_numba._errors import KilnRuntimeError
 
@@ -68,6 +69,7 @@ __all__ = [
     "LibraryWrapper",
     "NativeExpand",
     "NativeLogpGrad",
+    "native_address",
     "native_expand",
     "native_logp_grad",
 ]
@@ -405,6 +407,33 @@ class NativeLogpGrad(_NativeWrapper):
         ``"cache"`` (``"hit"``, ``"miss"``, ``"memory"``, or why it is not cached) and
         ``"compile_s"``.
     """
+
+    @property
+    def native_address(self) -> int | None:
+        """The address of :attr:`fn`'s entry point in Numba's native calling convention.
+
+        For compiled callers outside Numba (kiln's C NUTS kernel). None where Numba's
+        internals are not usable (:mod:`kiln_numba._numba_internals`): such callers
+        then go through Numba.
+        """
+        return native_address(self.fn)
+
+
+def native_address(fn: Any) -> int | None:
+    """Return the native entry point of a ``LOGP_GRAD_SIGNATURE`` function, or None.
+
+    ``fn`` is an njit dispatcher or a :class:`LibraryWrapper` (which knows its address
+    without Numba). The entry takes Numba's native calling convention.
+    """
+    known = getattr(fn, "native_address", None)
+    if known:
+        return int(known)
+    if not _internals.usable():
+        return None
+    from kiln_numba._native_jit import LOGP_GRAD_NUMBA_SIGNATURE
+
+    address = _internals.jit_address(getattr(fn, "dispatcher", fn), LOGP_GRAD_NUMBA_SIGNATURE)
+    return address if address > 0 else None
 
 
 class NativeExpand(_NativeWrapper):

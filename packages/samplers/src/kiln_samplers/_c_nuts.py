@@ -9,12 +9,13 @@ process, on another core, while the model compiles), and stored in
 ``~/.cache/kiln``), written atomically with its SHA-256 beside it; a library whose
 digest does not match is built again.
 
-The kernel calls the model's native log-density (a Numba function of the signature
-``LOGP_GRAD_SIGNATURE``) at its native entry point, through Numba's calling convention,
-as Numba's own first-class function calls do. Before a chain uses it,
-:func:`sample_chunk_for` calls the model once that way and once through Numba's
-dispatcher, and uses the C kernel only when both give the same log-density and gradient
-to the bit (a Numba with another calling convention fails that check).
+The kernel calls the model's native log-density (a function of the signature
+``LOGP_GRAD_SIGNATURE``) at the entry point the model gives as
+``NativeLogpGrad.native_address``, in the calling convention kiln_numba's native
+wrappers have (Numba's; kiln_numba finds the address, this package knows no Numba).
+Before a chain uses it, :func:`sample_chunk_for` calls the model once that way and once
+from Python, and uses the C kernel only when both give the same log-density and
+gradient to the bit (an entry of another calling convention fails that check).
 
 It computes what ``_nuts_core`` computes, in the same order, with NumPy's own normal
 generator, so the draws are those of the Python and Numba kernels (a test checks it to
@@ -212,32 +213,9 @@ def library() -> Any:
         return _state.library
 
 
-def _jit_address(fn: Any) -> int:
-    """Return the address of ``fn``'s native entry point (Numba's calling convention).
-
-    ``fn`` is a Numba dispatcher, or an object that knows its ``native_address`` (a
-    wrapper loaded from a shared library; its ``dispatcher`` otherwise).
-    """
-    known = getattr(fn, "native_address", None)
-    if known:
-        return int(known)
-    fn = getattr(fn, "dispatcher", fn)
-    from numba.core import sigutils
-    from numba.experimental.function_type import _get_jit_address
-
-    from kiln_samplers._protocol import LOGP_GRAD_SIGNATURE
-
-    args, ret = sigutils.normalize_signature(LOGP_GRAD_SIGNATURE)
-    address = int(_get_jit_address(fn, ret(*args)))
-    if address <= 0:
-        raise TypeError(f"{fn!r} has no native entry point for {LOGP_GRAD_SIGNATURE}")
-    return address
-
-
-def _check(lib: Any, fn: Any, user_data: np.ndarray, q: np.ndarray) -> int | None:
-    """Return ``fn``'s native address if calling it from C gives what Numba's call gives."""
+def _check(lib: Any, fn: Any, address: int, user_data: np.ndarray, q: np.ndarray) -> int | None:
+    """Return ``address`` if calling it from C gives what calling ``fn`` gives, else None."""
     try:
-        address = _jit_address(fn)
         expected_grad = np.empty_like(q)
         expected = float(fn(q, expected_grad, user_data))
     except Exception:  # noqa: BLE001 (the Numba kernel runs: its errors are clear)
@@ -295,19 +273,22 @@ def _sample_chunk(lib: Any, address: int, bitgens: dict[int, tuple[Any, int]], *
     return float(logp)
 
 
-def sample_chunk_for(fn: Any, user_data: np.ndarray, q: np.ndarray) -> Any:
+def sample_chunk_for(fn: Any, address: int | None, user_data: np.ndarray, q: np.ndarray) -> Any:
     """Return ``sample_chunk`` (``_nuts_core``'s arguments) on the C kernel, or None.
 
     Waits for the build started by :func:`prefetch`. ``fn`` is the model's native
-    log-density; the first call per ``fn`` checks its native entry point at ``q``.
+    log-density and ``address`` its native entry point (``NativeLogpGrad.native_address``;
+    None: no C kernel); the first call per ``fn`` checks the entry point at ``q``.
     """
+    if not address:
+        return None
     lib = library()
     if lib is None:
         return None
     with _state.lock:
         known = _state.checked.get(id(fn))
         if known is None or known[0] is not fn:
-            known = (fn, _check(lib, fn, user_data, q))
+            known = (fn, _check(lib, fn, address, user_data, q))
             _state.checked[id(fn)] = known
     address = known[1]
     if address is None:

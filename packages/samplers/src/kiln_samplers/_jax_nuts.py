@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kiln_samplers._jax_internals import COMPILE_EVENT, compile_event_known
 from kiln_samplers._sample import Trace, chain_seeds
 
 CHAIN_METHODS = ("vectorized", "parallel", "sequential")
@@ -53,16 +54,18 @@ class JaxCompiledModel(Protocol):
 
 
 class _CompileClock:
-    """Sums the seconds XLA spends compiling while it is active (JAX monitoring events)."""
+    """Sums the seconds XLA spends compiling while it is active (JAX monitoring events).
 
-    _EVENTS = ("/jax/core/compile/backend_compile_duration",)
+    ``seconds`` is None where the event's name is not known to be JAX's
+    (:mod:`kiln_samplers._jax_internals`).
+    """
 
     def __init__(self) -> None:
-        self.seconds = 0.0
+        self.seconds: float | None = 0.0 if compile_event_known() else None
         self._active = False
 
     def __call__(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
-        if self._active and event in self._EVENTS:
+        if self._active and event == COMPILE_EVENT and self.seconds is not None:
             self.seconds += duration_secs
 
     @contextlib.contextmanager
@@ -159,11 +162,12 @@ def _run_chains(
     tune: int,
     random_seed: Any,
     init: np.ndarray,
-) -> tuple[Trace, float]:
+) -> tuple[Trace, float | None]:
     """Run ``one_chain(key, x0) -> (draws, {stat: per draw})`` for every chain.
 
     Returns the trace (stats in kiln's dtypes; a missing ``tree_depth`` derived from
-    ``n_steps``) and XLA's compile seconds, which the sampling time leaves out.
+    ``n_steps``) and XLA's compile seconds, which the sampling time leaves out (None:
+    not known on this JAX).
     """
     import jax
 
@@ -177,7 +181,7 @@ def _run_chains(
         posterior = _posterior(model, xs)
     stats = {k: np.asarray(v).astype(_STAT_DTYPES.get(k, np.float64)) for k, v in raw.items()}
     stats.setdefault("tree_depth", _tree_depth(stats["n_steps"]))
-    trace = Trace(posterior, stats, xs, max(elapsed - clock.seconds, 0.0), tune, False)
+    trace = Trace(posterior, stats, xs, max(elapsed - (clock.seconds or 0.0), 0.0), tune, False)
     return trace, clock.seconds
 
 
@@ -191,7 +195,7 @@ def sample_numpyro(
     target_accept: float = 0.8,
     progressbar: bool = True,
     options: Mapping[str, Any] | None = None,
-) -> tuple[Trace, float]:
+) -> tuple[Trace, float | None]:
     """Run numpyro's NUTS on ``model.logp_jax``; return the draws and XLA's compile time.
 
     numpyro's own kernels (``numpyro.infer.hmc.hmc``: its NUTS, windowed mass-matrix
@@ -261,7 +265,7 @@ def sample_blackjax(
     target_accept: float = 0.8,
     progressbar: bool = True,
     options: Mapping[str, Any] | None = None,
-) -> tuple[Trace, float]:
+) -> tuple[Trace, float | None]:
     """Run blackjax's NUTS after its window adaptation; return the draws and compile time.
 
     ``options`` (``nuts_sampler_kwargs``): ``chain_method`` (``"parallel"`` default,

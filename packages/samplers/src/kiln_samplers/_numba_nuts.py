@@ -10,29 +10,36 @@ when the on-disk cache holds no kernel yet, so that it runs on another core whil
 model's own log-density compiles; :func:`kernel_pending` tells whether that process is
 still at work (the chains meanwhile run the same functions in Python), and
 :func:`compiled_sample_chunk` waits for it and loads what it stored.
+
+Only Numba's public API is used: ``njit(cache=True)`` (Numba's own cache, beside
+``_nuts_core.py`` or in ``NUMBA_CACHE_DIR``) and first-class function types. Whether
+that cache holds the kernel is told by a marker file written beside Numba's cache
+once a process has compiled or loaded it (:func:`_kernel_cached`).
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import os
 import subprocess
 import sys
 import threading
 import types as pytypes
+from pathlib import Path
 from typing import Any
 
 import numba
 from numba import njit, types
-from numba.core import caching, sigutils
-from numba.core.runtime import rtsys
 
 from kiln_samplers import _nuts_core as core
-from kiln_samplers._protocol import LOGP_GRAD_SIGNATURE
 
-_ARGS, _RETURN = sigutils.normalize_signature(LOGP_GRAD_SIGNATURE)
-LOGP_GRAD = types.FunctionType(_RETURN(*_ARGS))
+#: ``LOGP_GRAD_SIGNATURE`` (``float64(float64[::1], float64[::1], int64[::1])``) as the
+#: Numba type of a first-class function.
+LOGP_GRAD = types.FunctionType(
+    types.float64(types.float64[::1], types.float64[::1], types.int64[::1])
+)
 
 _F8 = types.float64[::1]
 _F8_2D = types.float64[:, ::1]
@@ -63,29 +70,11 @@ _HELPERS = (
 _namespace: dict[str, Any] = dict(vars(core))
 
 
-class _LoadOnlyCache(caching.FunctionCache):
-    """Numba's on-disk cache, except that loading machine code skips the registry refresh.
-
-    Numba's ``load_overload`` first refreshes its typing and target registries (it
-    imports and installs every NumPy and CPython implementation it has, about 0.2 s once
-    per process), although code loaded from the cache is never typed or lowered again:
-    it needs only the runtime (NRT). A cache miss compiles, and refreshes then. (The
-    same holds for kiln_numba's cache of generated modules.)
-    """
-
-    def load_overload(self, sig: Any, target_context: Any) -> Any:
-        rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-
-
 def _compiled(name: str, signature: Any = None) -> Any:
     fn = getattr(core, name)
     copy = pytypes.FunctionType(fn.__code__, _namespace, name, fn.__defaults__)
     copy.__qualname__ = fn.__qualname__
-    dispatcher = njit(nogil=True, error_model="numpy")(copy)
-    dispatcher.enable_caching()
-    dispatcher._cache = _LoadOnlyCache(dispatcher.py_func)  # type: ignore[attr-defined]
+    dispatcher = njit(nogil=True, error_model="numpy", cache=True)(copy)
     if signature is not None:  # compiled (or loaded) now, and for that signature only
         dispatcher.compile(signature)
         dispatcher.disable_compile()
@@ -97,14 +86,39 @@ _prefetching: subprocess.Popen[bytes] | None = None
 _PREFETCH_TIMEOUT_S = 600.0
 
 
+def _marker() -> Path:
+    """Return the marker file saying that Numba's cache holds this kernel.
+
+    It is named by a digest of ``_nuts_core.py``, Numba's version and the Python, and
+    lives where Numba caches ``_nuts_core``'s functions: ``NUMBA_CACHE_DIR`` when set,
+    else the ``__pycache__`` beside the module.
+    """
+    source = Path(core.__file__)
+    key = hashlib.sha256(source.read_bytes())
+    key.update(f"{numba.__version__} {sys.implementation.cache_tag}".encode())
+    configured = getattr(numba.config, "CACHE_DIR", "")
+    folder = Path(configured) if configured else source.parent / "__pycache__"
+    return folder / f"kiln-nuts-{key.hexdigest()[:16]}.cached"
+
+
 def _kernel_cached() -> bool:
-    """Whether Numba's on-disk cache already holds a compiled ``sample_chunk``."""
+    """Whether a process compiled (or loaded) ``sample_chunk`` into Numba's cache here."""
     if getattr(numba.config, "DISABLE_JIT", False):
         return True  # nothing to compile
     try:
-        return bool(_compiled("sample_chunk")._cache._cache_file._load_index())
-    except Exception:  # an unreadable cache or a Numba without these internals
+        return _marker().is_file()
+    except OSError:
         return False
+
+
+def _mark_cached() -> None:
+    """Write :func:`_marker` (a cache that cannot be written has none: a later prefetch)."""
+    try:
+        path = _marker()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass
 
 
 def prefetch() -> None:
@@ -174,4 +188,6 @@ def _load_sample_chunk() -> Any:
     _wait_for_prefetch()
     for name in _HELPERS:
         _namespace[name] = _compiled(name)
-    return _compiled("sample_chunk", SAMPLE_CHUNK_SIGNATURE)
+    kernel = _compiled("sample_chunk", SAMPLE_CHUNK_SIGNATURE)
+    _mark_cached()
+    return kernel

@@ -6,7 +6,7 @@ Two paths, one result:
   ``kiln_numba.native_c_pointers``): nutpie's Rust threads call the model's C
   callbacks directly, without the GIL. This is how nutpie's own PyMC integration
   drives it (``nutpie._lib.LogpFunc``, ``ExpandFunc``, ``PyMcModel``), a private API:
-  hence the pinned versions (:data:`SUPPORTED_NUTPIE_VERSIONS`).
+  hence the bounded versions (:mod:`kiln_samplers._nutpie_internals`).
 - **Python** (no ``native``): nutpie calls ``model.logp_dlogp`` and ``model.expand``
   back through Python (``nutpie._lib.PyModel``), for any backend.
 
@@ -39,12 +39,13 @@ from typing import Any
 
 import numpy as np
 
+from kiln_samplers import _nutpie_internals as nutpie_internals
 from kiln_samplers._protocol import CompiledModel, NativePointers
 from kiln_samplers._sample import SamplingInterrupted, Trace, _cpu_count
 
-#: nutpie versions whose private API (``nutpie._lib``) this adapter was written for and
-#: tested against; constraints.txt pins the first.
-SUPPORTED_NUTPIE_VERSIONS: tuple[str, ...] = ("0.16.11",)
+#: The nutpie versions whose private API (``nutpie._lib``) this adapter was checked on,
+#: as a requirement (:mod:`kiln_samplers._nutpie_internals`).
+SUPPORTED_NUTPIE_VERSIONS: str = nutpie_internals.describe()
 
 #: kiln's sample_stats name -> nutpie's
 STAT_MAP: dict[str, str] = {
@@ -117,20 +118,20 @@ def import_nutpie() -> ModuleType:
     ImportError
         If nutpie is not installed.
     UnsupportedNutpieError
-        If its version is not one of :data:`SUPPORTED_NUTPIE_VERSIONS`.
+        If its version is not in :data:`SUPPORTED_NUTPIE_VERSIONS`.
     """
-    pin = SUPPORTED_NUTPIE_VERSIONS[0]
+    pin = SUPPORTED_NUTPIE_VERSIONS
     try:
         version = importlib.metadata.version("nutpie")
     except importlib.metadata.PackageNotFoundError:
         raise ImportError(
-            f"nuts_sampler='nutpie' needs the package nutpie: pip install nutpie=={pin}"
+            f"nuts_sampler='nutpie' needs the package nutpie: pip install '{pin}'"
         ) from None
-    if version not in SUPPORTED_NUTPIE_VERSIONS:
+    if not nutpie_internals.supported(version):
         raise UnsupportedNutpieError(
-            f"nutpie {version} is installed; kiln's nutpie adapter supports "
-            f"{list(SUPPORTED_NUTPIE_VERSIONS)} (it drives nutpie through its private "
-            f"nutpie._lib API, which changes between releases): pip install nutpie=={pin}"
+            f"nutpie {version} is installed; kiln's nutpie adapter supports {pin} (it "
+            "drives nutpie through its private nutpie._lib API, which changes between "
+            f"releases): pip install '{pin}'"
         )
     return importlib.import_module("nutpie")
 
@@ -177,7 +178,7 @@ def nutpie_options(
             f"nuts_sampler_kwargs: adaptation={adaptation!r} is not supported; valid: "
             f"{list(_ADAPTATIONS)}"
         )
-    lib = nutpie._lib
+    lib = nutpie_internals.private_lib(nutpie)
     kind = lib.PyNutsSettings.LowRank if adaptation == "low_rank" else lib.PyNutsSettings.Diag
     probe = kind(0)
     unknown, bad = [], []
@@ -261,7 +262,7 @@ class _NutpieModel:
         outputs: _Outputs,
         native: NativePointers | None,
     ) -> None:
-        self._lib = lib
+        self._rust = lib
         self._model = model
         self._outputs = outputs
         self._native = native
@@ -274,7 +275,7 @@ class _NutpieModel:
         return x
 
     def _make_model(self) -> Any:
-        lib, out = self._lib, self._outputs
+        lib, out = self._rust, self._outputs
         # nutpie needs a size for every dim; its own names are not used (see _to_trace).
         dims: dict[str, list[str]] = {}
         sizes: dict[str, int] = {}
@@ -344,7 +345,7 @@ class _NutpieModel:
         store: Any,
     ) -> Any:
         model = self._make_model()
-        make = self._lib.PySampler.from_pymc if self._native else self._lib.PySampler.from_pyfunc
+        make = self._rust.PySampler.from_pymc if self._native else self._rust.PySampler.from_pyfunc
         return make(
             settings, cores, model, progress_type, extra_callback, extra_callback_rate, store
         )
@@ -423,7 +424,7 @@ def sample_nutpie(
     outputs = _Outputs(model, x0)
     if native is not None:
         native.refresh()
-    driver = _NutpieModel(nutpie._lib, model, outputs, native)
+    driver = _NutpieModel(nutpie_internals.private_lib(nutpie), model, outputs, native)
     start = time.perf_counter()
     try:
         raw = nutpie.sample(

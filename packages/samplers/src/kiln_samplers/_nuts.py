@@ -260,7 +260,8 @@ def _native_kernel(
     """
     from kiln_samplers._c_nuts import sample_chunk_for
 
-    kernel = sample_chunk_for(native.fn, native.user_data, state.q)
+    address = getattr(native, "native_address", None)
+    kernel = sample_chunk_for(native.fn, address, native.user_data, state.q)
     if kernel is not None:
         return kernel, native.fn
     # Numba is optional (a model without a native log-density runs in Python): the

@@ -50,7 +50,9 @@ class NativeLogpGrad(Protocol):
     """A compiled ``fn(x, grad_out, user_data) -> logp`` for the compiled sampler loop.
 
     ``fn`` has the Numba signature ``LOGP_GRAD_SIGNATURE``; ``refresh()`` rebuilds
-    ``user_data`` (addresses of the model's data) before a run.
+    ``user_data`` (addresses of the model's data) before a run. An optional
+    ``native_address`` (int, or None) is ``fn``'s native entry point, which kiln's C
+    kernel calls (without it, the Numba kernel runs).
     """
 
     fn: Any

@@ -1,0 +1,492 @@
+"""Every private name of Numba that kiln_numba uses, and the Numba versions they were checked on.
+
+Numba's public API (``numba.njit``, ``numba.cfunc``, ``numba.types``, ``numba.extending``)
+compiles kiln's generated code; what makes it fast to load does not exist there:
+
+- a per-function on-disk cache beside the generated module, checksummed and never
+  fatal, that loads machine code without refreshing Numba's registries and keeps the
+  object code for the shared library (:func:`checked_cache`: ``numba.core.caching``'s
+  ``FunctionCache``, ``IndexDataCacheFile``, ``_CacheLocator`` and
+  ``_SourceFileBackedLocatorMixin``, ``CompileResultCacheImpl.rebuild``, a dispatcher's
+  ``_cache``, ``numba.core.ccallback.CFunc``);
+- dispatchers with explicit signatures compiled at first use (:func:`first_use_dispatcher`:
+  ``CPUDispatcher._compile_for_args``, ``get_call_template``, ``typeinfer``);
+- what :mod:`kiln_numba._shared_library` reads of a compile result and of Numba's C
+  extensions (:func:`object_code`, :func:`global_variable_names`, :func:`entry_names`,
+  :func:`environment_of`, :func:`runtime_helpers`, :func:`load_extension`,
+  :func:`make_function`);
+- a compiled function's native entry point, for kiln's C NUTS kernel (:func:`jit_address`:
+  ``numba.experimental.function_type._get_jit_address``);
+- the code-generation helpers of ``@intrinsic`` implementations (``numba.core.cgutils``,
+  ``numba.core.imputils.impl_ret_borrowed``).
+
+Each was read on the Numba versions of :data:`CHECKED` (``pyproject.toml`` bounds Numba
+the same way). With another version, or when a name is missing, :func:`usable` is false
+and one :class:`NumbaVersionWarning` says so: kiln_numba then uses Numba's public API
+only (``numba.njit(cache=True)``, ``numba.cfunc(cache=True)``, signatures compiled
+eagerly, no shared libraries, the Numba NUTS kernel instead of the C one). Everything
+still compiles and gives the same numbers; only loading is slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import os
+import pickle
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+#: The Numba versions (``>= first, < second``, by major and minor) whose internals the
+#: names used here were checked against.
+CHECKED: tuple[tuple[int, int], tuple[int, int]] = ((0, 68), (0, 69))
+#: Numba's C extensions holding the runtime functions compiled code calls, by the
+#: prefix Numba gives their symbols (``numba_<name>``, ``NRT_<name>``), with their files.
+RUNTIME_EXTENSIONS: dict[str, tuple[str, str]] = {
+    "numba._helperlib": ("_helperlib", "numba_"),
+    "numba._dynfunc": ("_dynfunc", "numba_"),
+    "numba.core.runtime._nrt_python": ("core/runtime/_nrt_python", "NRT_"),
+}
+
+
+class NumbaVersionWarning(UserWarning):
+    """The installed Numba is not one kiln_numba's use of Numba internals was checked on."""
+
+
+def version_problem(version: str) -> str | None:
+    """Return why Numba ``version`` is outside :data:`CHECKED`, or None if inside."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return f"numba {version!r} has a version kiln_numba cannot read"
+    (lo_major, lo_minor), (hi_major, hi_minor) = CHECKED
+    if (lo_major, lo_minor) <= (major, minor) < (hi_major, hi_minor):
+        return None
+    return (
+        f"numba {version} is installed; kiln_numba's fast loading paths use Numba "
+        f"internals checked on numba>={lo_major}.{lo_minor},<{hi_major}.{hi_minor} only"
+    )
+
+
+def _warn(reason: str) -> None:
+    warnings.warn(
+        f"{reason}. kiln uses Numba's public API instead (its own cache, no shared "
+        "libraries, the Numba NUTS kernel): results are the same, loading compiled "
+        f"functions is slower. Install a supported Numba "
+        f"(pip install 'numba>={CHECKED[0][0]}.{CHECKED[0][1]},<{CHECKED[1][0]}.{CHECKED[1][1]}') "
+        "to get them back.",
+        NumbaVersionWarning,
+        stacklevel=3,
+    )
+
+
+@functools.cache
+def version_supported() -> bool:
+    """Whether the installed Numba's version is in :data:`CHECKED` (without importing Numba).
+
+    One :class:`NumbaVersionWarning` when not.
+    """
+    try:
+        version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    reason = version_problem(version)
+    if reason is not None:
+        _warn(reason)
+    return reason is None
+
+
+#: The private names looked up, by module: all present on a checked version.
+_NAMES = {
+    "numba.core.caching": (
+        "FunctionCache", "IndexDataCacheFile", "CompileResultCacheImpl", "_CacheLocator",
+        "_SourceFileBackedLocatorMixin",
+    ),
+    "numba.core.ccallback": ("CFunc",),
+    "numba.core.registry": ("CPUDispatcher",),
+    "numba.core.typeinfer": ("register_dispatcher",),
+    "numba.core.environment": ("lookup_environment",),
+    "numba.core.runtime": ("rtsys",),
+    "numba.core.serialize": ("dumps",),
+    "numba.experimental.function_type": ("_get_jit_address",),
+}  # fmt: skip
+
+
+@functools.cache
+def usable() -> bool:
+    """Whether kiln_numba uses Numba's internals here (imports Numba).
+
+    True on a version of :data:`CHECKED` where every name used is present; otherwise
+    one :class:`NumbaVersionWarning` (naming what is missing) and False.
+    """
+    if not version_supported():
+        return False
+    missing = []
+    for module_name, names in _NAMES.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            missing.append(module_name)
+            continue
+        missing += [f"{module_name}.{n}" for n in names if not hasattr(module, n)]
+    if missing:
+        _warn(f"this Numba lacks internals kiln_numba uses ({', '.join(missing)})")
+    return not missing
+
+
+# --- the checked per-function cache ---------------------------------------------------------
+
+_MAGIC = b"KILNNBA1"
+_DIGEST = 32
+
+
+def _pack(payload: bytes) -> bytes:
+    return _MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def _unpack(blob: bytes) -> bytes | None:
+    """Return the payload of a checksummed file, or None if it is damaged."""
+    head = len(_MAGIC) + _DIGEST
+    if len(blob) < head or not blob.startswith(_MAGIC):
+        return None
+    payload = blob[head:]
+    if hashlib.sha256(payload).digest() != blob[len(_MAGIC) : head]:
+        return None
+    return payload
+
+
+@dataclasses.dataclass
+class CacheFileStats:
+    """What one function's cache met in this process.
+
+    ``damaged`` holds the files found truncated or corrupted (each then rebuilt);
+    ``write_errors`` counts saves that failed (a read-only cache).
+    """
+
+    damaged: set[str] = dataclasses.field(default_factory=set)
+    write_errors: int = 0
+
+
+@functools.cache
+def function_cache_class() -> type:
+    """Return ``KilnFunctionCache``, defined at first use: it subclasses Numba's internals."""
+    from numba.core import caching
+    from numba.core.runtime import rtsys
+    from numba.core.serialize import dumps
+
+    class CheckedCacheFile(caching.IndexDataCacheFile):  # type: ignore[misc, name-defined]
+        """Numba's index + data files, each prefixed with a magic and a SHA-256."""
+
+        def __init__(
+            self, cache_path: str, filename_base: str, source_stamp: Any, stats: CacheFileStats
+        ) -> None:
+            super().__init__(cache_path, filename_base, source_stamp)
+            self.stats = stats
+
+        def _dump(self, obj: Any) -> bytes:
+            return _pack(dumps(obj))
+
+        def _read(self, path: str) -> Any:
+            """Return the unpickled content of ``path``; None if missing or damaged."""
+            try:
+                with open(path, "rb") as f:
+                    blob = f.read()
+            except OSError:
+                return None
+            payload = _unpack(blob)
+            if payload is not None:
+                try:
+                    return pickle.loads(payload)
+                except Exception:  # noqa: BLE001  # a checksummed payload Numba cannot read
+                    pass
+            self.stats.damaged.add(path)
+            return None
+
+        def _load_index(self) -> dict[Any, str]:
+            content = self._read(self._index_path)
+            if not isinstance(content, tuple) or len(content) != 3:
+                return {}
+            version, stamp, overloads = content
+            if version != self._version or stamp != self._source_stamp:
+                return {}  # another Numba, or a stale module file: rebuilt on save
+            return overloads  # type: ignore[no-any-return]
+
+        def _save_index(self, overloads: dict[Any, str]) -> None:
+            data = self._dump((self._version, self._source_stamp, overloads))
+            with self._open_for_write(self._index_path) as f:
+                f.write(data)
+
+        def load(self, key: Any) -> Any:
+            """Return the cached data of ``key``, or None (missing, damaged: a miss)."""
+            name = self._load_index().get(key)
+            if name is None:
+                return None
+            return self._read(self._data_path(name))
+
+    class BesideModuleLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):  # type: ignore[misc, name-defined]
+        """Locate a function's cache in ``__pycache__`` beside its (generated) module."""
+
+        def __init__(self, py_func: Callable[..., Any], py_file: str) -> None:
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = str(Path(py_file).resolve().parent / "__pycache__")
+
+        def get_cache_path(self) -> str:
+            return self._cache_path
+
+        @classmethod
+        def from_function(cls, py_func: Callable[..., Any], py_file: str) -> Any:
+            if not os.path.isfile(py_file):
+                return None
+            return cls(py_func, py_file)
+
+    class KilnCacheImpl(caching.CompileResultCacheImpl):  # type: ignore[misc, name-defined]
+        _locator_classes = [BesideModuleLocator]
+
+        def rebuild(self, target_context: Any, payload: Any) -> Any:
+            """Return the cached compile result, its library keeping its object code.
+
+            Numba's loader hands the object code to LLVM and drops it; it stays on the
+            library for :mod:`kiln_numba._shared_library` (see :func:`object_code`).
+            """
+            cres = super().rebuild(target_context, payload)
+            _name, kind, data = payload[0]
+            if kind == "object":
+                cres.library.kiln_object_code = data[0]
+            return cres
+
+    class KilnFunctionCache(caching.FunctionCache):  # type: ignore[misc, name-defined]
+        """Numba's per-function cache, checksummed and never fatal.
+
+        Loading machine code initializes only Numba's runtime (NRT), not its typing and
+        target registries (Numba installs all of its NumPy, CPython and typed-container
+        implementations there, about 0.2 s once per process): loaded code is never typed
+        or lowered again. A compile (a miss) refreshes the registries itself.
+        """
+
+        _impl_class = KilnCacheImpl
+
+        def __init__(
+            self, py_func: Callable[..., Any], on_write_error: Callable[[Path, OSError], None]
+        ):
+            super().__init__(py_func)
+            self.stats = CacheFileStats()
+            self._on_write_error = on_write_error
+            self._cache_file = CheckedCacheFile(
+                cache_path=self._cache_path,
+                filename_base=self._impl.filename_base,
+                source_stamp=self._impl.locator.get_source_stamp(),
+                stats=self.stats,
+            )
+
+        def load_overload(self, sig: Any, target_context: Any) -> Any:
+            """Return the cached compile result for ``sig``, or None; never raises."""
+            try:
+                rtsys.initialize(target_context)
+                with self._guard_against_spurious_io_errors():
+                    return self._load_overload(sig, target_context)
+            except Exception:  # noqa: BLE001  # checksummed data Numba could not rebuild
+                self.stats.damaged.add(f"{self._cache_path} ({sig})")
+                return None
+
+        def save_overload(self, sig: Any, data: Any) -> None:
+            """Store the compile result; a write that fails is reported, never raised."""
+            try:
+                super().save_overload(sig, data)
+            except OSError as exc:
+                self.stats.write_errors += 1
+                self._on_write_error(Path(self._cache_path), exc)
+
+    return KilnFunctionCache
+
+
+def checked_cache(
+    dispatcher: Any, py_func: Callable[..., Any], on_write_error: Callable[[Path, OSError], None]
+) -> CacheFileStats:
+    """Give ``dispatcher`` (an njit dispatcher or a ``CFunc``) kiln's checked cache.
+
+    The cache lives in ``__pycache__`` beside ``py_func``'s module file; a save that
+    fails calls ``on_write_error(pycache, exc)``. Returns the cache's statistics.
+    """
+    cache = function_cache_class()(py_func, on_write_error)
+    dispatcher._cache = cache
+    return cache.stats  # type: ignore[no-any-return]
+
+
+def cache_file_stats(dispatcher: Any) -> CacheFileStats | None:
+    """Return the :class:`CacheFileStats` of a dispatcher given :func:`checked_cache`, or None."""
+    stats = getattr(getattr(dispatcher, "_cache", None), "stats", None)
+    return stats if isinstance(stats, CacheFileStats) else None
+
+
+def cfunc_uncompiled(fn: Callable[..., Any], signature: Any, options: dict[str, Any]) -> Any:
+    """Return Numba's ``CFunc`` of ``fn`` before its compile (``numba.cfunc`` compiles at once)."""
+    from numba.core import sigutils
+    from numba.core.ccallback import CFunc
+
+    args, return_type = sigutils.normalize_signature(signature)
+    return CFunc(fn, (args, return_type), {}, options)
+
+
+# --- signatures compiled at first use --------------------------------------------------------
+
+
+@functools.cache
+def _first_use_class() -> type:
+    from numba.core import typeinfer
+    from numba.core.registry import CPUDispatcher
+
+    class FirstUseDispatcher(CPUDispatcher):  # type: ignore[misc, valid-type]
+        """A CPU dispatcher compiled for its signatures when it is first used."""
+
+        _kiln_signatures: tuple[str, ...] = ()
+
+        def _compile_signatures(self) -> None:
+            signatures, self._kiln_signatures = self._kiln_signatures, ()
+            if not signatures:
+                return
+            with typeinfer.register_dispatcher(self):
+                for sig in signatures:
+                    self.compile(sig)
+            self.disable_compile()
+
+        def get_call_template(self, args: Any, kws: Any) -> Any:
+            """Compile the signatures, then type a call from compiled code (as Numba does)."""
+            self._compile_signatures()
+            return super().get_call_template(args, kws)
+
+        def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
+            """Compile the signatures at the first call from Python, then dispatch it."""
+            if self._kiln_signatures:
+                self._compile_signatures()
+                return self(*args, **kws)
+            return super()._compile_for_args(*args, **kws)  # type: ignore[misc]
+
+    return FirstUseDispatcher
+
+
+def first_use_dispatcher(fn: Callable[..., Any], signatures: tuple[str, ...], cache: bool) -> Any:
+    """Return a nopython dispatcher of ``fn`` that compiles ``signatures`` at first use."""
+    dispatcher = _first_use_class()(py_func=fn, locals={}, targetoptions={"nopython": True})
+    if cache:
+        dispatcher.enable_caching()
+    dispatcher._kiln_signatures = signatures
+    return dispatcher
+
+
+# --- what the shared library reads of a compile result and of Numba's extensions ------------
+
+
+def object_code(library: Any) -> bytes:
+    """Return the object code of a compile result's library (compiled, or loaded by the cache)."""
+    return getattr(library, "kiln_object_code", None) or library._get_compiled_object()  # type: ignore[no-any-return]
+
+
+def global_variable_names(library: Any) -> list[str]:
+    """Return the names of the global variables of the library's final LLVM module."""
+    module = getattr(library, "_shared_module", None) or library._final_module
+    return [gv.name for gv in module.global_variables]
+
+
+def entry_names(cres: Any) -> tuple[str, str, str]:
+    """Return a compile result's (CPython wrapper, native function, Environment) symbols."""
+    fndesc = cres.fndesc
+    return fndesc.llvm_cpython_wrapper_name, fndesc.llvm_func_name, fndesc.env_name
+
+
+def environment_of(symbol: str) -> tuple[str, list[Any]] | None:
+    """Return the module name and constants of Numba's Environment ``symbol``, if cacheable."""
+    from numba.core.environment import lookup_environment
+
+    env = lookup_environment(symbol) if symbol.startswith("_ZN08NumbaEnv") else None
+    if env is None or not env.can_cache():
+        return None
+    return str(env.globals["__name__"]), list(env.consts)
+
+
+def runtime_helpers() -> dict[str, tuple[str, str]]:
+    """Return ``symbol -> (extension, c_helpers key)`` of Numba's runtime functions."""
+    helpers: dict[str, tuple[str, str]] = {}
+    for extension, (_, prefix) in RUNTIME_EXTENSIONS.items():
+        for name in sys.modules[extension].c_helpers:
+            symbol = name if name.startswith("_") else prefix + name
+            helpers.setdefault(symbol, (extension, name))
+    return helpers
+
+
+def helper_address(extension: ModuleType, name: str) -> int:
+    """Return the address of runtime function ``name`` of a Numba extension."""
+    return int(extension.c_helpers[name])
+
+
+def load_extension(name: str) -> ModuleType:
+    """Return Numba's C extension ``name``, loaded from its file if Numba is not imported."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.find_spec("numba")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("numba is not installed")
+    base = Path(spec.submodule_search_locations[0]) / RUNTIME_EXTENSIONS[name][0]
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = base.with_name(base.name + suffix)
+        if path.is_file():
+            break
+    else:
+        raise ImportError(f"no file for {name}")
+    file_spec = importlib.util.spec_from_file_location(name, path)
+    assert file_spec is not None and file_spec.loader is not None
+    module = importlib.util.module_from_spec(file_spec)
+    file_spec.loader.exec_module(module)
+    sys.modules[name] = module
+    if name == "numba.core.runtime._nrt_python":
+        module.memsys_use_cpython_allocator()  # what Numba's import does
+    return module
+
+
+def new_environment(dynfunc: ModuleType, module_name: str, consts: list[Any]) -> Any:
+    """Return a Numba ``Environment`` of ``module_name`` holding ``consts``."""
+    env = dynfunc.Environment({"__name__": module_name})
+    env.consts[:] = consts
+    return env
+
+
+def make_function(
+    dynfunc: ModuleType, module: ModuleType, name: str, doc: str, address: int, env: Any,
+    keepalive: tuple[Any, ...],
+) -> Any:  # fmt: skip
+    """Return the Python function of a CPython wrapper at ``address`` (as Numba makes it)."""
+    return dynfunc.make_function(module, name, doc, address, env, keepalive)
+
+
+# --- native entry points and intrinsics ------------------------------------------------------
+
+
+def jit_address(dispatcher: Any, signature: Any) -> int:
+    """Return the address of ``dispatcher``'s native entry for ``signature`` (compiles it)."""
+    from numba.experimental.function_type import _get_jit_address
+
+    return int(_get_jit_address(dispatcher, signature))
+
+
+def as_dtype(numba_type: Any) -> Any:
+    """Return the NumPy dtype of a Numba scalar type."""
+    from numba.np.numpy_support import as_dtype as numba_as_dtype
+
+    return numba_as_dtype(numba_type)
+
+
+def intrinsic_helpers() -> tuple[Any, Any]:
+    """Return ``(cgutils, impl_ret_borrowed)``, for ``@intrinsic`` code generation."""
+    from numba.core import cgutils
+    from numba.core.imputils import impl_ret_borrowed
+
+    return cgutils, impl_ret_borrowed

@@ -1,0 +1,42 @@
+"""nutpie's private API that kiln's nutpie adapter drives, and the versions it was checked on.
+
+The adapter (:mod:`kiln_samplers._nutpie`) builds nutpie's Rust model itself, as
+nutpie's own PyMC integration does, through ``nutpie._lib``: ``LogpFunc`` and
+``ExpandFunc`` (C callbacks), ``PyModel`` (Python callbacks), ``PySampler.from_pymc`` /
+``from_pyfunc`` and ``PyNutsSettings``. Every use goes through :func:`private_lib`.
+
+They were read on the nutpie versions :data:`SUPPORTED` names (``pyproject.toml``'s
+``kiln[nutpie]`` extra bounds nutpie the same way; constraints.txt pins the lowest).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+#: nutpie versions (``>= first, < second``) whose ``nutpie._lib`` the adapter was checked on.
+SUPPORTED: tuple[tuple[int, ...], tuple[int, ...]] = ((0, 16, 11), (0, 17))
+
+
+def _parse(version: str) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(part) for part in version.split(".")[:3])
+    except ValueError:
+        return None
+
+
+def supported(version: str) -> bool:
+    """Whether nutpie ``version`` is in :data:`SUPPORTED`."""
+    parsed = _parse(version)
+    return parsed is not None and SUPPORTED[0] <= parsed < SUPPORTED[1]
+
+
+def describe() -> str:
+    """Return :data:`SUPPORTED` as a pip requirement (``nutpie>=0.16.11,<0.17``)."""
+    low, high = (".".join(map(str, v)) for v in SUPPORTED)
+    return f"nutpie>={low},<{high}"
+
+
+def private_lib(nutpie: ModuleType) -> Any:
+    """Return ``nutpie._lib`` (the Rust extension) of a supported nutpie."""
+    return nutpie._lib
