@@ -19,7 +19,7 @@ import numpy as np
 from kiln_graph import _alloc, _elemwise, _index, _math
 from kiln_graph._basic import as_tensor, shape_constant
 from kiln_graph._errors import KilnIndexError, KilnTypeError, KilnValueError
-from kiln_graph._node import Apply, Op, TensorVariable, Variable
+from kiln_graph._node import Apply, Op, TensorVariable, Variable, inplace_copy
 from kiln_graph._types import DISCRETE_DTYPES, INTEGER_DTYPES, TensorType
 
 ARRAY, NEWAXIS = _index.ARRAY, _index.NEWAXIS
@@ -82,6 +82,10 @@ class AdvancedIncSubtensor1(Op):
     def __str__(self) -> str:
         kind = "Set" if self.set_instead_of_inc else "Inc"
         return f"Advanced{kind}Subtensor1" + ("[inplace]" * self.inplace)
+
+    def inplace_variants(self, node: Apply) -> list[tuple[int, Op]]:
+        """Update ``x`` itself instead of a copy (output 0 takes input 0's buffer)."""
+        return [] if self.inplace else [(0, inplace_copy(self))]
 
     def make_node(self, x: Any, y: Any, idx: Any) -> Apply:
         x = as_tensor(x)
@@ -236,6 +240,10 @@ class AdvancedIncSubtensor(Op):
         kind = "Set" if self.set_instead_of_inc else "Inc"
         inplace = "[inplace]" * self.inplace
         return f"Advanced{kind}Subtensor{{{_index.idx_str(self.idx_list)}}}{inplace}"
+
+    def inplace_variants(self, node: Apply) -> list[tuple[int, Op]]:
+        """Update ``x`` itself instead of a copy (output 0 takes input 0's buffer)."""
+        return [] if self.inplace else [(0, inplace_copy(self))]
 
     def make_node(self, x: Any, y: Any, *indices: Any) -> Apply:
         x = as_tensor(x)

@@ -97,6 +97,12 @@ def static_broadcast(shapes: Sequence[tuple[int | None, ...]], op: Any) -> tuple
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)
+def _inplace_elemwise(op: Elemwise, i: int) -> Elemwise:
+    """Return ``op`` writing its output into input ``i`` (ops cached: they are values)."""
+    return Elemwise(op.scalar_op, ((0, i),))
+
+
 class Elemwise(Op):
     """Apply a :class:`ScalarOp` elementwise, with NumPy broadcasting.
 
@@ -124,6 +130,17 @@ class Elemwise(Op):
         if self.inplace_pattern:
             return f"{self.scalar_op}{{inplace {self.inplace_pattern[0][1]}}}"
         return str(self.scalar_op)
+
+    def inplace_variants(self, node: Apply) -> list[tuple[int, Op]]:
+        """Write the output into an input of its dtype and shape (one variant per input)."""
+        if self.inplace_pattern or len(node.outputs) != 1 or not self.scalar_op.supports_out:
+            return []
+        out = node.outputs[0].type
+        return [
+            (i, _inplace_elemwise(self, i))
+            for i, v in enumerate(node.inputs)
+            if can_overwrite(v.type, out)
+        ]
 
     def make_node(self, *inputs: Any) -> Apply:
         nin = self.scalar_op.nin

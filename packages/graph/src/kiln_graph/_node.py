@@ -8,6 +8,7 @@ processes for the same expression.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import weakref
@@ -549,6 +550,22 @@ class Op(Props):
     ) -> list[tuple[Variable, ...] | None]:
         """Return each output's shape as a tuple of int64 scalar variables."""
         raise NotImplementedError(f"{type(self).__name__} has no infer_shape")
+
+    def inplace_variants(self, node: Apply) -> list[tuple[int, Op]]:
+        """Return the in-place variants of ``node``: ``(input overwritten, new Op)``, best first.
+
+        The in-place phase (``kiln_rewrite.inplace``) picks the first whose input may be
+        overwritten there. The new Op declares it in its ``destroy_map``. None by default.
+        """
+        return []
+
+
+@functools.lru_cache(maxsize=1024)
+def inplace_copy(op: Op) -> Op:
+    """Return ``op`` with its ``inplace`` prop set (the Ops are cached: they are values)."""
+    props = {p: getattr(op, p) for p in op.__props__}
+    props["inplace"] = True
+    return type(op)(**props)
 
 
 def _short(value: Any) -> str:

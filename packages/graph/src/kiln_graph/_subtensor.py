@@ -16,7 +16,7 @@ import numpy as np
 
 from kiln_graph import _alloc, _elemwise, _index
 from kiln_graph._basic import as_tensor, constant, shape_constant
-from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable
+from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable, inplace_copy
 from kiln_graph._types import DISCRETE_DTYPES, INTEGER_DTYPES, TensorType
 
 INT, ARRAY, NEWAXIS, FULL_SLICE = _index.INT, _index.ARRAY, _index.NEWAXIS, _index.FULL_SLICE
@@ -85,6 +85,10 @@ class IncSubtensor(Op):
     def __str__(self) -> str:
         kind = "Set" if self.set_instead_of_inc else "Inc"
         return f"{kind}Subtensor{{{_index.idx_str(self.idx_list)}}}" + ("[inplace]" * self.inplace)
+
+    def inplace_variants(self, node: Apply) -> list[tuple[int, Op]]:
+        """Update ``x`` itself instead of a copy (output 0 takes input 0's buffer)."""
+        return [] if self.inplace else [(0, inplace_copy(self))]
 
     def make_node(self, x: Any, y: Any, *indices: Any) -> Apply:
         x = as_tensor(x)

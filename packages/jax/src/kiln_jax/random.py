@@ -111,33 +111,35 @@ def _multivariate_normal(key: Any, batch: tuple[int, ...], mu: Any, cov: Any) ->
     return mu + jnp.einsum("...ij,...j->...i", chol, z)
 
 
-#: The sampler of each distribution of ``kiln_random.OPS``, by name.
-SAMPLERS: dict[str, Sampler] = {
-    "normal": _normal,
-    "halfnormal": lambda k, s, sigma: jnp.abs(sigma * jr.normal(k, s, F64)),
-    "lognormal": lambda k, s, mu, sigma: jnp.exp(_normal(k, s, mu, sigma)),
-    "uniform": lambda k, s, lo, hi: lo + (hi - lo) * jr.uniform(k, s, F64),
-    "exponential": lambda k, s, scale: scale * jr.exponential(k, s, F64),
-    "gamma": lambda k, s, shape, scale: scale * jr.gamma(k, shape, s, F64),
-    "beta": lambda k, s, a, b: jr.beta(k, a, b, s, F64),
-    "invgamma": lambda k, s, alpha, beta: beta / jr.gamma(k, alpha, s, F64),
-    "studentt": lambda k, s, nu, mu, sigma: mu + sigma * jr.t(k, nu, s, F64),
-    "halfstudentt": lambda k, s, nu, sigma: jnp.abs(sigma * jr.t(k, nu, s, F64)),
-    "cauchy": lambda k, s, alpha, beta: alpha + beta * jr.cauchy(k, s, F64),
-    "halfcauchy": lambda k, s, beta: jnp.abs(beta * jr.cauchy(k, s, F64)),
-    "laplace": lambda k, s, mu, b: mu + b * jr.laplace(k, s, F64),
-    "logistic": lambda k, s, mu, scale: mu + scale * jr.logistic(k, s, F64),
-    "weibull": lambda k, s, alpha, beta: beta * jr.exponential(k, s, F64) ** (1.0 / alpha),
-    "truncated_normal": _truncated_normal,
-    "bernoulli": lambda k, s, p: jr.bernoulli(k, p, s),
-    "binomial": lambda k, s, n, p: jr.binomial(k, n, p, s, F64),
-    "poisson": lambda k, s, mu: jr.poisson(k, mu, s),
-    "negative_binomial": _negative_binomial,
-    "geometric": _geometric,
-    "categorical": lambda k, s, p: jr.categorical(k, jnp.log(p), axis=-1, shape=s),
-    "dirichlet": _dirichlet,
-    "multinomial": lambda k, s, n, p: jr.multinomial(k, n, p / p.sum(-1, keepdims=True), shape=s),
-    "multivariate_normal": _multivariate_normal,
+#: The JAX sampler of each random variable class (registered with ``jax_funcify`` below).
+_SAMPLERS: dict[type[RandomVariable], Sampler] = {
+    kr.NormalRV: _normal,
+    kr.HalfNormalRV: lambda k, s, sigma: jnp.abs(sigma * jr.normal(k, s, F64)),
+    kr.LogNormalRV: lambda k, s, mu, sigma: jnp.exp(_normal(k, s, mu, sigma)),
+    kr.UniformRV: lambda k, s, lo, hi: lo + (hi - lo) * jr.uniform(k, s, F64),
+    kr.ExponentialRV: lambda k, s, scale: scale * jr.exponential(k, s, F64),
+    kr.GammaRV: lambda k, s, shape, scale: scale * jr.gamma(k, shape, s, F64),
+    kr.BetaRV: lambda k, s, a, b: jr.beta(k, a, b, s, F64),
+    kr.InverseGammaRV: lambda k, s, alpha, beta: beta / jr.gamma(k, alpha, s, F64),
+    kr.StudentTRV: lambda k, s, nu, mu, sigma: mu + sigma * jr.t(k, nu, s, F64),
+    kr.HalfStudentTRV: lambda k, s, nu, sigma: jnp.abs(sigma * jr.t(k, nu, s, F64)),
+    kr.CauchyRV: lambda k, s, alpha, beta: alpha + beta * jr.cauchy(k, s, F64),
+    kr.HalfCauchyRV: lambda k, s, beta: jnp.abs(beta * jr.cauchy(k, s, F64)),
+    kr.LaplaceRV: lambda k, s, mu, b: mu + b * jr.laplace(k, s, F64),
+    kr.LogisticRV: lambda k, s, mu, scale: mu + scale * jr.logistic(k, s, F64),
+    kr.WeibullRV: lambda k, s, alpha, beta: beta * jr.exponential(k, s, F64) ** (1.0 / alpha),
+    kr.TruncatedNormalRV: _truncated_normal,
+    kr.BernoulliRV: lambda k, s, p: jr.bernoulli(k, p, s),
+    kr.BinomialRV: lambda k, s, n, p: jr.binomial(k, n, p, s, F64),
+    kr.PoissonRV: lambda k, s, mu: jr.poisson(k, mu, s),
+    kr.NegativeBinomialRV: _negative_binomial,
+    kr.GeometricRV: _geometric,
+    kr.CategoricalRV: lambda k, s, p: jr.categorical(k, jnp.log(p), axis=-1, shape=s),
+    kr.DirichletRV: _dirichlet,
+    kr.MultinomialRV: lambda k, s, n, p: jr.multinomial(
+        k, n, p / p.sum(-1, keepdims=True), shape=s
+    ),
+    kr.MultivariateNormalRV: _multivariate_normal,
 }
 
 
@@ -179,7 +181,9 @@ def rv_implementation(op: RandomVariable, node: Apply, sampler: Sampler) -> JaxI
     return static_inputs(draw, 1)
 
 
-def _register(cls: type[RandomVariable], sampler: Sampler) -> None:
+def register_sampler(cls: type[RandomVariable], sampler: Sampler) -> None:
+    """Register ``sampler`` as the JAX draw of the random variables of ``cls``."""
+
     def jax_funcify_rv(op: RandomVariable, node: Apply) -> JaxImpl:
         return rv_implementation(op, node, sampler)
 
@@ -187,5 +191,5 @@ def _register(cls: type[RandomVariable], sampler: Sampler) -> None:
     jax_funcify.register(cls)(jax_funcify_rv)
 
 
-for _name, _op in kr.OPS.items():
-    _register(type(_op), SAMPLERS[_name])
+for _cls, _sampler in _SAMPLERS.items():
+    register_sampler(_cls, _sampler)

@@ -34,8 +34,8 @@ def _fold(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     return lambda *xs: functools.reduce(op, xs)
 
 
-#: The JAX function of each scalar op class of ``kiln_graph._math``.
-FUNCTIONS: dict[type, Callable[..., Any]] = {
+#: The JAX function of each scalar op class (registered with ``jax_funcify`` below).
+_FUNCTIONS: dict[type, Callable[..., Any]] = {
     m.Add: _fold(operator.add),
     m.Sub: jnp.subtract,
     m.Mul: _fold(operator.mul),
@@ -98,7 +98,9 @@ FUNCTIONS: dict[type, Callable[..., Any]] = {
 }
 
 
-def _register(cls: type, fn: Callable[..., Any]) -> None:
+def register_scalar(cls: type, fn: Callable[..., Any]) -> None:
+    """Register ``fn`` as the JAX function of the scalar ops of ``cls``."""
+
     def jax_funcify_scalar(op: ScalarOp, node: Any = None) -> JaxImpl:
         return fn
 
@@ -106,8 +108,8 @@ def _register(cls: type, fn: Callable[..., Any]) -> None:
     jax_funcify.register(cls)(jax_funcify_scalar)
 
 
-for _cls, _fn in FUNCTIONS.items():
-    _register(_cls, _fn)
+for _cls, _fn in _FUNCTIONS.items():
+    register_scalar(_cls, _fn)
 
 
 @jax_funcify.register(Cast)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import Apply, Constant, Op, TensorType, Variable
+from kiln_graph import Apply, Constant, Op, ScalarOp, TensorType, Variable
 
 
 class NoNumbaImplementation(NotImplementedError):
@@ -257,11 +257,13 @@ def np_dtype(dtype: str) -> str:
 
 
 @singledispatch
-def numba_funcify(op: Op, node: Apply, ctx: CodeContext) -> None:
+def numba_funcify(op: Op | ScalarOp, node: Apply | None, ctx: CodeContext | None) -> Any:
     """Write the Numba statements computing ``node`` (an application of ``op``).
 
-    The default raises :class:`NoNumbaImplementation`; the linker then runs the Op's
-    ``perform`` in object mode (with one warning naming the Op).
+    For a scalar op (no node, no context) it returns the op's ``ScalarSource``
+    (:mod:`kiln_numba.scalar`): how it is written inside a loop. The default raises
+    :class:`NoNumbaImplementation`; the linker then runs the Op's ``perform`` in object
+    mode (with one warning naming the Op).
     """
     raise NoNumbaImplementation(f"no Numba implementation for {type(op).__name__}")
 

@@ -21,7 +21,6 @@ from kiln_graph import Apply, Blockwise, Op, TensorType, Variable, ancestors
 from kiln_graph.helpers import as_shape_vector, shape_tuple
 from kiln_random import RandomVariable
 from kiln_rewrite import register_local
-from kiln_rewrite.inplace import VARIANTS, inplace_variants
 
 
 class CoreShape(Op):
@@ -67,16 +66,11 @@ class CoreShape(Op):
         """Return the wrapped op's output shapes."""
         return self.op.infer_shape(self.inner_node(node), input_shapes[self.n_shapes :])
 
-
-def _core_shape_variants(node: Apply) -> list[tuple[int, Op]]:
-    """In-place CoreShape: the wrapped op's variants, its inputs shifted by one."""
-    op = node.op
-    assert isinstance(op, CoreShape)
-    n = op.n_shapes
-    return [(j + n, CoreShape(new, n)) for j, new in inplace_variants(op.inner_node(node))]
-
-
-VARIANTS[CoreShape] = _core_shape_variants
+    def inplace_variants(self, node: Apply) -> list[tuple[int, Op]]:
+        """Return the wrapped op's variants, its inputs shifted past the core shapes."""
+        n = self.n_shapes
+        inner = self.op.inplace_variants(self.inner_node(node))
+        return [(j + n, CoreShape(new, n)) for j, new in inner]
 
 
 def _core_shapes(node: Apply, first: int, batch: int) -> list[list[Variable]] | None:

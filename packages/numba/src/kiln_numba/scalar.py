@@ -9,8 +9,8 @@ expression is cast to the op's output dtype, as the VM's ``np.asarray(result, dt
 does. Casts that change nothing are left out (each is one more call for Numba to type
 and lower): an argument whose dtype is known to be the output's, and the result of a
 float64 expression whose arguments are all float64 (Numba computes every template on
-float64 values in float64). A few templates depend on the dtype
-(:data:`DTYPE_TEMPLATES`): float floor division follows NumPy's ``divmod`` (``inf // 1``
+float64 values in float64). A few templates depend on the dtype (``by_dtype`` of
+:class:`ScalarSource`): float floor division follows NumPy's ``divmod`` (``inf // 1``
 is NaN), float true division is ``/``, the sign of an unsigned integer is 0 or 1,
 rounding an integer is the identity, and float32 ``polygamma`` rounds its factors to
 float32 as SciPy's float32 loops do.
@@ -18,14 +18,61 @@ float32 as SciPy's float32 loops do.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from kiln_graph import ScalarOp
 from kiln_graph import scalar as m
 from kiln_graph.scalar import Cast, Composite, ScalarConstant
-from kiln_numba._funcify import NoNumbaImplementation, literal, np_dtype
+from kiln_numba._funcify import NoNumbaImplementation, literal, np_dtype, numba_funcify
 
+#: ``args -> source`` of a scalar op.
 Template = Callable[[Sequence[str]], str]
+#: ``(args, out_dtype) -> source``, or None to use the op's :data:`Template`.
+DtypeTemplate = Callable[[Sequence[str], str], "str | None"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarSource:
+    """How a scalar op class is written in Numba source (what ``numba_funcify`` returns).
+
+    ``template`` writes it; ``by_dtype`` (optional) writes it for some output dtypes
+    instead; ``vector_math`` names the :mod:`kiln_numba._vector_math` function that
+    computes it (float64) in long loops, where it vectorizes; the arguments at
+    ``keep_args`` are not converted to a float output's dtype (a condition).
+    """
+
+    template: Template
+    by_dtype: DtypeTemplate | None = None
+    vector_math: str | None = None
+    keep_args: tuple[int, ...] = ()
+
+
+def register_scalar(
+    op_class: type[ScalarOp],
+    template: Template,
+    by_dtype: DtypeTemplate | None = None,
+    vector_math: str | None = None,
+    keep_args: tuple[int, ...] = (),
+) -> ScalarSource:
+    """Register the Numba source of ``op_class`` with ``numba_funcify``; return it."""
+    source = ScalarSource(template, by_dtype, vector_math, keep_args)
+
+    def numba_funcify_scalar(op: ScalarOp, node: Any = None, ctx: Any = None) -> ScalarSource:
+        return source
+
+    numba_funcify_scalar.__name__ = f"numba_funcify_{op_class.__name__}"
+    numba_funcify.register(op_class)(numba_funcify_scalar)
+    return source
+
+
+def scalar_source(op: ScalarOp) -> ScalarSource:
+    """Return the registered :class:`ScalarSource` of ``op``'s class."""
+    source = numba_funcify(op, None, None)  # type: ignore[arg-type]
+    if not isinstance(source, ScalarSource):
+        raise NoNumbaImplementation(f"no Numba template for the scalar op {op}")
+    return source
 
 
 def _ufunc(name: str) -> Template:
@@ -40,7 +87,8 @@ def _infix(op: str) -> Template:
     return lambda a: "(" + f" {op} ".join(a) + ")"
 
 
-TEMPLATES: dict[type, Template] = {
+#: The Numba source of each scalar op class (registered below, after the dtype templates).
+_TEMPLATES: dict[type, Template] = {
     m.Add: _infix("+"),
     m.Sub: _infix("-"),
     m.Mul: _infix("*"),
@@ -103,11 +151,6 @@ TEMPLATES: dict[type, Template] = {
 }
 
 
-#: Templates that depend on the output dtype: ``(args, out_dtype) -> source``, or None
-#: to use :data:`TEMPLATES`.
-DtypeTemplate = Callable[[Sequence[str], str], "str | None"]
-
-
 def _floor_divide(a: Sequence[str], dtype: str) -> str | None:
     return f"floor_divide({a[0]}, {a[1]})" if dtype.startswith("float") else None
 
@@ -133,19 +176,43 @@ def _polygamma(a: Sequence[str], dtype: str) -> str | None:
 #: The float64 ops written with :mod:`kiln_numba._vector_math` in long loops (those
 #: vectorize; a call into the C library does not). Elsewhere they stay NumPy's: the
 #: inlined arithmetic costs compile time, which a short loop or a scalar never repays.
-VECTOR_MATH: dict[type, str] = {m.Exp: "exp_f64", m.Log1p: "log1p_f64"}
-VECTORIZABLE = tuple(f"{name}(" for name in VECTOR_MATH.values())
-
-DTYPE_TEMPLATES: dict[type, DtypeTemplate] = {
+_VECTOR_MATH = {m.Exp: "exp_f64", m.Log1p: "log1p_f64"}
+#: The source of a call to a :mod:`kiln_numba._vector_math` function starts with one of these.
+VECTORIZABLE = tuple(f"{name}(" for name in _VECTOR_MATH.values())
+_BY_DTYPE: dict[type, DtypeTemplate] = {
     m.TrueDivide: _true_divide,
     m.FloorDivide: _floor_divide,
     m.Sign: _sign,
     m.Round: _round,
     m.Polygamma: _polygamma,
 }
+#: The condition of Switch stays as it is (not converted to a float output's dtype).
+_KEEP_ARGS = {m.Switch: (0,)}
 
-#: Ops whose arguments are not all converted to a float output's dtype (the condition).
-_KEEP_ARGS: dict[type, tuple[int, ...]] = {m.Switch: (0,)}
+
+@numba_funcify.register(Cast)
+def numba_funcify_Cast(op: Cast, node: Any = None, ctx: Any = None) -> ScalarSource:  # noqa: N802
+    """Return the source of the conversion to ``op.dtype``."""
+    return ScalarSource(lambda a: cast_expr(a[0], op.dtype))
+
+
+@numba_funcify.register(ScalarConstant)
+def numba_funcify_ScalarConstant(  # noqa: N802
+    op: ScalarConstant, node: Any = None, ctx: Any = None
+) -> ScalarSource:
+    """Return the source of the inlined constant (a literal of its dtype)."""
+    return ScalarSource(lambda a: literal(op.value[()], op.dtype))
+
+
+# Every scalar op of kiln_graph.scalar, registered with numba_funcify (one per class).
+for _cls, _template in _TEMPLATES.items():
+    register_scalar(
+        _cls,
+        _template,
+        by_dtype=_BY_DTYPE.get(_cls),
+        vector_math=_VECTOR_MATH.get(_cls),
+        keep_args=_KEEP_ARGS.get(_cls, ()),
+    )
 
 
 def scalar_expr(
@@ -159,19 +226,16 @@ def scalar_expr(
 
     ``in_dtypes``, when given, are the dtypes of ``args`` (as Numba types them): casts
     that would not change them are left out. ``vector_math``: the expression is in a
-    long loop, where :data:`VECTOR_MATH`'s ops are written with their vectorizable
-    versions.
+    long loop, where ops with a ``vector_math`` function are written with it.
     """
     if in_dtypes is not None and isinstance(op, Cast) and in_dtypes[0] == op.dtype:
         return args[0]
-    if isinstance(op, Cast):
-        return cast_expr(args[0], op.dtype)
-    if isinstance(op, ScalarConstant):
-        return literal(op.value[()], op.dtype)
-    kind = type(op)
+    source = scalar_source(op)
+    if isinstance(op, Cast | ScalarConstant):  # already of the output's dtype
+        return source.template(args)
+    keep = source.keep_args
     dtypes = list(in_dtypes) if in_dtypes is not None else [None] * len(args)
     if out_dtype.startswith("float"):
-        keep = _KEEP_ARGS.get(kind, ())
         converted = []
         for i, a in enumerate(args):
             if i not in keep and dtypes[i] != out_dtype:
@@ -179,16 +243,11 @@ def scalar_expr(
                 dtypes[i] = out_dtype  # type: ignore[call-overload]
             converted.append(a)
         args = converted
-    special = DTYPE_TEMPLATES.get(kind)
-    expr = special(args, out_dtype) if special is not None else None
-    if vector_math and out_dtype == "float64" and kind in VECTOR_MATH:
-        expr = f"{VECTOR_MATH[kind]}({args[0]})"
+    expr = source.by_dtype(args, out_dtype) if source.by_dtype is not None else None
+    if vector_math and out_dtype == "float64" and source.vector_math is not None:
+        expr = f"{source.vector_math}({args[0]})"
     if expr is None:
-        template = TEMPLATES.get(kind)
-        if template is None:
-            raise NoNumbaImplementation(f"no Numba template for the scalar op {op}")
-        expr = template(args)
-    keep = _KEEP_ARGS.get(kind, ())
+        expr = source.template(args)
     if out_dtype == "float64" and all(
         d == "float64" for i, d in enumerate(dtypes) if i not in keep
     ):
@@ -233,14 +292,3 @@ def composite_statements(
         lines.append(f"{name} = {expr}")
         slots.append(name)
     return lines, [slots[o] for o in op.outputs]
-
-
-def has_scalar_template(op_class: type) -> bool:
-    """Whether scalar ops of ``op_class`` compile to Numba source.
-
-    True for the ops of :data:`TEMPLATES` and :data:`DTYPE_TEMPLATES`, casts, scalar
-    constants, and Composites (whose programs :func:`composite_statements` writes).
-    """
-    if issubclass(op_class, Cast | ScalarConstant | Composite):
-        return True
-    return op_class in TEMPLATES or op_class in DTYPE_TEMPLATES

@@ -104,6 +104,10 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
         """Return this random variable with ``inplace`` set."""
         return type(self)(inplace=inplace)
 
+    def inplace_variants(self, node: Apply) -> list[tuple[int, Op]]:
+        """Draw from the input generator itself (output 0 takes input 0's buffer)."""
+        return [] if self.inplace else [(0, self.clone(inplace=True))]
+
     @property
     def core_ndim(self) -> int:
         """The number of core dimensions of a draw."""

@@ -25,21 +25,9 @@ dependencies) when the graph has in-place nodes; a backend without in-place sema
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from kiln_graph import (
-    AdvancedIncSubtensor,
-    AdvancedIncSubtensor1,
-    Apply,
-    Elemwise,
-    IncSubtensor,
-    KilnError,
-    Op,
-    Variable,
-    toposort,
-)
-from kiln_graph.helpers import can_overwrite
+from kiln_graph import Apply, KilnError, Op, Variable, toposort
 from kiln_rewrite._db import register_global
 
 #: A buffer is named by the variable that first held it (a root or a fresh op output).
@@ -50,60 +38,13 @@ class InplaceError(KilnError):
     """A graph's in-place op overwrites a buffer whose value is still needed."""
 
 
-# --- in-place variants of Ops -----------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=4096)
-def _inplace_elemwise(op: Elemwise, i: int) -> Elemwise:
-    """Return ``op`` writing its output into input ``i`` (ops cached: they are values)."""
-    return Elemwise(op.scalar_op, ((0, i),))
-
-
-@functools.lru_cache(maxsize=1024)
-def _inplace_inc_subtensor(op: Op) -> Op:
-    """Return the (Advanced)IncSubtensor ``op`` with ``inplace=True``."""
-    props = {p: getattr(op, p) for p in op.__props__}
-    props["inplace"] = True
-    return type(op)(**props)
-
-
-def _elemwise_variants(node: Apply) -> list[tuple[int, Op]]:
-    """In-place Elemwise: the output written into an input of its dtype and shape."""
-    op = node.op
-    assert isinstance(op, Elemwise)
-    if op.inplace_pattern or len(node.outputs) != 1 or not op.scalar_op.supports_out:
-        return []
-    out = node.outputs[0].type
-    return [
-        (i, _inplace_elemwise(op, i))
-        for i, v in enumerate(node.inputs)
-        if can_overwrite(v.type, out)
-    ]
-
-
-def _inc_subtensor_variants(node: Apply) -> list[tuple[int, Op]]:
-    """In-place (Advanced)IncSubtensor: update ``x`` itself instead of a copy."""
-    if node.op.inplace:  # type: ignore[attr-defined]
-        return []
-    return [(0, _inplace_inc_subtensor(node.op))]
-
-
-#: Op class -> the in-place variants of a node: (input overwritten, new Op), best first.
-VARIANTS: dict[type[Op], Callable[[Apply], list[tuple[int, Op]]]] = {
-    Elemwise: _elemwise_variants,
-    IncSubtensor: _inc_subtensor_variants,
-    AdvancedIncSubtensor1: _inc_subtensor_variants,
-    AdvancedIncSubtensor: _inc_subtensor_variants,
-}
-
-
 def inplace_variants(node: Apply) -> list[tuple[int, Op]]:
-    """Return the in-place variants of ``node`` (from :data:`VARIANTS`, by Op class MRO)."""
-    for cls in type(node.op).__mro__:
-        variants = VARIANTS.get(cls)
-        if variants is not None:
-            return variants(node)
-    return []
+    """Return the in-place variants of ``node``: its Op's ``inplace_variants(node)``.
+
+    Each Op declares its own (:meth:`kiln_graph.Op.inplace_variants`): Elemwise, the
+    (Advanced)IncSubtensor ops, RandomVariable, and backend-only wrappers.
+    """
+    return node.op.inplace_variants(node)
 
 
 # --- liveness over the linear program ------------------------------------------------------
@@ -170,7 +111,7 @@ class _Liveness:
 def plan_inplace(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> dict[Apply, Op]:
     """Return the nodes of the program that can run in place, with their in-place Op.
 
-    Greedy in program order: a node takes the first of its variants (:data:`VARIANTS`)
+    Greedy in program order: a node takes the first of its variants (:func:`inplace_variants`)
     whose overwritten input is dead after it, given the choices made before it.
     """
     return _plan(toposort(outputs, stop_at=inputs), inputs, outputs)
@@ -259,7 +200,6 @@ def inplace_buffers(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> 
 
 
 __all__ = [
-    "VARIANTS",
     "InplaceError",
     "apply_inplace",
     "check_inplace",

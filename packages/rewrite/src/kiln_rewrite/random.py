@@ -2,28 +2,17 @@
 
 A random variable is pure (it returns the next generator state); where nothing reads
 its input state afterwards, the in-place phase lets it draw from that generator
-itself instead of a copy (:data:`kiln_rewrite.inplace.VARIANTS`). A function's shared
+itself instead of a copy (``RandomVariable.inplace_variants``). A function's shared
 generator is a root, so its first draw copies it (the caller keeps the old state
 until the update is applied); every later draw of the chain runs in place.
 """
 
 from __future__ import annotations
 
-from kiln_graph import Apply, Constant, Op, Variable
+from kiln_graph import Apply, Constant, Variable
 from kiln_graph.helpers import static_broadcast
 from kiln_random import RandomVariable
 from kiln_rewrite._db import register_local
-from kiln_rewrite.inplace import VARIANTS
-
-
-def _rv_inplace_variants(node: Apply) -> list[tuple[int, Op]]:
-    """In-place RandomVariable: draw from the input generator (output 0 takes input 0)."""
-    op = node.op
-    assert isinstance(op, RandomVariable)
-    return [] if op.inplace else [(0, op.clone(inplace=True))]
-
-
-VARIANTS[RandomVariable] = _rv_inplace_variants
 
 
 @register_local(
