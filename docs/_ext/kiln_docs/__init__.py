@@ -9,6 +9,7 @@
 - ``kiln-run``: run a script from ``docs/_scripts`` and show its output.
 - ``kiln-bench``: tables and a plot of the latest ``nox -s bench`` result.
 - ``kiln-api``: the public API of one package (autodoc of its re-exported names).
+- ``kiln-ops``: the op map (each Op's module, backend implementations, rewrites).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from sphinx.application import Sphinx
 
-from kiln_docs import api, bench, registries, run
+from kiln_docs import api, bench, ops, registries, run
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
@@ -26,4 +27,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     run.setup(app)
     bench.setup(app)
     api.setup(app)
+    ops.setup(app)
     return {"version": "1", "parallel_read_safe": False, "parallel_write_safe": True}

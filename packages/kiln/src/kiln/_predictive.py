@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from kiln._sampling import _data_groups, _mode
 from kiln_compile import function
@@ -44,6 +43,7 @@ from kiln_graph import (
 )
 from kiln_graph import tensor as kt
 from kiln_model import Model, modelcontext
+from kiln_samplers import progress_bar
 
 __all__ = ["sample_posterior_predictive", "sample_prior_predictive"]
 
@@ -395,12 +395,7 @@ def sample_posterior_predictive(
         collected: list[list[np.ndarray]] = [[] for _ in drawn]
         with (
             _Seeded(_generators(outputs), random_seed),
-            tqdm(
-                total=chains * ndraws,
-                disable=not progressbar,
-                desc="posterior predictive",
-                unit="draws",
-            ) as bar,
+            progress_bar(chains * ndraws, "posterior predictive", enabled=progressbar) as bar,
         ):
             for c in range(chains):
                 for d in range(ndraws):

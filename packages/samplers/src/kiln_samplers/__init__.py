@@ -30,6 +30,7 @@ from kiln_samplers._nuts import NutsSettings as NutsSettings
 from kiln_samplers._nuts import init_chain as init_chain
 from kiln_samplers._nuts import prefetch_native_kernel as prefetch_native_kernel
 from kiln_samplers._nuts import run_chain as run_chain
+from kiln_samplers._progress import progress_bar as progress_bar
 from kiln_samplers._protocol import LOGP_GRAD_SIGNATURE as LOGP_GRAD_SIGNATURE
 from kiln_samplers._protocol import CompiledModel as CompiledModel
 from kiln_samplers._protocol import NativeLogpGrad as NativeLogpGrad

@@ -1,4 +1,8 @@
-"""Progress bars per chain (tqdm): draws per second and divergences; off on request."""
+"""kiln's one progress helper (tqdm): a bar per chain, or one bar; off on request.
+
+:func:`progress_bar` makes every bar kiln shows (the chains' bars of :class:`Progress`,
+posterior predictive draws in the umbrella); a disabled one shows nothing.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,17 @@ from tqdm.auto import tqdm
 from kiln_samplers import _nuts_core as core
 
 
+def progress_bar(total: int, desc: str, enabled: bool = True, position: int | None = None) -> Any:
+    """Return a tqdm bar of ``total`` draws labelled ``desc`` (shows nothing when not enabled).
+
+    Use it as a context manager (``with progress_bar(...) as bar: bar.update()``) or
+    close it.
+    """
+    return tqdm(
+        total=total, desc=desc, position=position, leave=True, unit="draws", disable=not enabled
+    )
+
+
 class Progress:
     """One bar per chain, updated from the chains' threads after each chunk."""
 
@@ -20,10 +35,7 @@ class Progress:
         self._divergences = [0] * chains
         self._lock = threading.Lock()
         if enabled:
-            self._bars = [
-                tqdm(total=total, desc=f"chain {c}", position=c, leave=True, unit="draws")
-                for c in range(chains)
-            ]
+            self._bars = [progress_bar(total, f"chain {c}", position=c) for c in range(chains)]
 
     def updater(self, chain: int) -> Callable[[int, np.ndarray, bool], None]:
         """Return the callback of ``chain``: ``update(n_new, stats_of_the_new, tuning)``.
