@@ -125,5 +125,5 @@ def test_invalid_parameters_give_nan_where_the_vm_raises():
     x = f(np.array([1.0, -1.0, 2.0]))
     assert np.isnan(x[1]) and np.isfinite(x[[0, 2]]).all()
     g = function([sigma], kr.normal(0.0, sigma, rng=kr.rng(5)), VM)
-    with pytest.raises(ValueError, match="sigma must be >= 0"):
+    with pytest.raises(ValueError, match="sigma must be > 0"):
         g(np.array([1.0, -1.0, 2.0]))

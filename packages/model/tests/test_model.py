@@ -195,7 +195,7 @@ def test_compiling_the_same_model_twice_compiles_once():
         (
             lambda: _in_model(lambda: kl.Normal("y", 0, -1.0)),
             KilnValueError,
-            "y: normal: sigma must be >= 0",
+            "y: normal: sigma must be > 0",
         ),
         (
             lambda: _in_model(lambda: kl.Normal("y", 0, 1, bogus=2)),

@@ -152,7 +152,7 @@ def test_empty_batches(backend: str) -> None:
         (
             lambda r: kr.normal(0.0, -1.0, rng=r),
             KilnValueError,
-            "sigma must be >= 0, got sigma=-1.0",
+            "sigma must be > 0, got sigma=-1.0",
         ),
         (lambda r: kr.beta(np.array([1.0, 0.0]), 1.0, rng=r), KilnValueError, "alpha must be > 0"),
         (lambda r: kr.binomial(2.5, 0.5, rng=r), KilnTypeError, "'n' must be an integer"),

@@ -15,8 +15,10 @@ import pytest
 from numba import carray, cfunc, types
 
 import kiln_samplers as ks
+from kiln_samplers import _nutpie as nutpie_adapter
 
 pytest.importorskip("nutpie")
+compiled_pyfunc = pytest.importorskip("nutpie.compiled_pyfunc")
 
 MU = np.array([1.0, -2.0, 0.5, 10.0])
 SD = np.array([1.0, 0.1, 3.0, 20.0])
@@ -246,12 +248,31 @@ def test_bad_counts_are_clear_errors():
         _run(target_accept=1.5)
 
 
-def test_an_unsupported_nutpie_version_is_named(monkeypatch):
+def test_an_unsupported_nutpie_version_warns_once_and_samples_through_the_public_api(
+    monkeypatch,
+):
     real = importlib.metadata.version
     monkeypatch.setattr(
-        importlib.metadata, "version", lambda name: "0.1.0" if name == "nutpie" else real(name)
+        importlib.metadata, "version", lambda name: "0.17.3" if name == "nutpie" else real(name)
     )
-    with pytest.raises(
-        ks.UnsupportedNutpieError, match=r"nutpie 0.1.0 is installed.*nutpie>=0\.16\.11,<0\.17"
-    ):
-        _run()
+    monkeypatch.setattr(nutpie_adapter, "_warned_versions", set())
+    used = []
+    real_from_pyfunc = compiled_pyfunc.from_pyfunc
+    monkeypatch.setattr(
+        compiled_pyfunc,
+        "from_pyfunc",
+        lambda *a, **k: used.append(1) or real_from_pyfunc(*a, **k),
+    )
+    with pytest.warns(ks.NutpieVersionWarning, match=r"nutpie 0.17.3 is installed") as caught:
+        trace = _run(native=Pointers(), options={"maxdepth": 8})  # pointers unused: Python
+        _run(draws=50, tune=50)
+    assert len([w for w in caught if w.category is ks.NutpieVersionWarning]) == 1
+    assert used == [1, 1]  # nutpie's public model builder ran, for both
+    x = trace.posterior["x"].reshape(-1, 4)
+    assert (np.abs(x.mean(0) - MU) < 4 * SD / np.sqrt(200)).all()
+    np.testing.assert_allclose(x.std(0), SD, rtol=0.2)
+    assert (trace.sample_stats["tree_depth"] <= 8).all()
+    np.testing.assert_allclose(
+        trace.sample_stats["lp"], -0.5 * (((trace.posterior["x"] - MU) / SD) ** 2).sum(-1),
+        rtol=1e-10, atol=1e-10,
+    )  # fmt: skip

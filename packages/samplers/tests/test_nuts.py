@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import threading
-import time
 
 import numpy as np
 import pytest
 from numba import njit
 
 import kiln_samplers as ks
+from kiln_compile import CacheWarning, DiskCache
 from kiln_numba.native import native_address
 from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
@@ -371,51 +370,46 @@ def test_an_error_raised_by_the_model_rejects_the_point_in_c(capfd):
 
 
 def _fresh_state(monkeypatch, tmp_path):
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    """Start as a new process would: no kernel loaded, a disk cache at ``tmp_path``."""
+    store = DiskCache("samplers", root=tmp_path)
+    monkeypatch.setattr(_c_nuts, "_store", store)
     monkeypatch.setattr(_c_nuts, "_state", _c_nuts._State())
+    return store
 
 
 @_needs_cc
 def test_the_library_is_built_once_and_a_damaged_one_is_built_again(monkeypatch, tmp_path):
-    _fresh_state(monkeypatch, tmp_path)
+    store = _fresh_state(monkeypatch, tmp_path)
     assert _c_nuts.library() is not None
-    path = _c_nuts._state.path
-    assert path.parent == tmp_path / "samplers" and _c_nuts._is_valid(path)
-    mtime = path.stat().st_mtime_ns
+    (entry,) = (tmp_path / "samplers").iterdir()
+    mtime = entry.stat().st_mtime_ns
+    assert not _c_nuts._state.path.exists()  # the private copy is deleted once mapped
     _fresh_state(monkeypatch, tmp_path)
-    assert _c_nuts.library() is not None and path.stat().st_mtime_ns == mtime  # reused
-    data = bytearray(path.read_bytes())
+    assert _c_nuts.library() is not None and entry.stat().st_mtime_ns == mtime  # reused
+    data = bytearray(entry.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    damaged = path.with_name("damaged")
-    damaged.write_bytes(bytes(data))
-    damaged.replace(path)  # a new file: this process has the old one mapped
-    assert not _c_nuts._is_valid(path)
-    _fresh_state(monkeypatch, tmp_path)
-    assert _c_nuts.library() is not None and _c_nuts._is_valid(path)
-    assert not [p for p in path.parent.iterdir() if p.name.startswith(".nuts-")]  # no leftovers
-
-
-@_needs_cc
-def test_a_build_removes_the_temporaries_a_killed_build_left(monkeypatch, tmp_path):
-    folder = tmp_path / "samplers"
-    folder.mkdir()
-    old, recent = folder / ".nuts-abc.so", folder / ".nuts-def.so"
-    old.write_bytes(b"half a library")
-    recent.write_bytes(b"another process is building")
-    hour_ago = time.time() - 2 * _c_nuts._STALE_S
-    os.utime(old, (hour_ago, hour_ago))
+    entry.write_bytes(bytes(data))
+    corrupt = store.stats.corrupt
     _fresh_state(monkeypatch, tmp_path)
     assert _c_nuts.library() is not None
-    assert not old.exists() and recent.exists()
+    assert store.stats.corrupt == corrupt + 1  # found damaged, discarded, built again
+    assert entry.is_file() and entry.stat().st_mtime_ns != mtime
 
 
 @_needs_cc
-def test_a_cache_that_cannot_be_written_builds_in_a_temporary_folder(monkeypatch, tmp_path):
+def test_without_a_store_the_kernel_is_built_for_the_process(monkeypatch):
+    monkeypatch.setattr(_c_nuts, "_store", None)
+    monkeypatch.setattr(_c_nuts, "_state", _c_nuts._State())
+    assert _c_nuts.library() is not None
+
+
+@_needs_cc
+def test_a_cache_that_cannot_be_written_still_gives_the_kernel(monkeypatch, tmp_path):
     root = tmp_path / "not-a-folder"
     root.write_text("")  # the cache root is a file (works as root too, unlike chmod)
     _fresh_state(monkeypatch, root)
-    assert _c_nuts.library() is not None
-    assert root not in _c_nuts._state.path.parents and _c_nuts._is_valid(_c_nuts._state.path)
+    with pytest.warns(CacheWarning, match="cannot write the cache folder"):
+        assert _c_nuts.library() is not None
 
 
 @_needs_cc
@@ -442,4 +436,4 @@ def test_a_compiler_that_fails_leaves_the_numba_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(_c_nuts, "_FLAGS", (*_c_nuts._FLAGS, "-DKILN_NOT_A_FLAG", "--no-such"))
     assert _c_nuts.library() is None
     assert "failed" in _c_nuts._state.error
-    assert not list((tmp_path / "samplers").iterdir())  # nothing half-written
+    assert not (tmp_path / "samplers").exists()  # nothing written

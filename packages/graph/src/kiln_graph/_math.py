@@ -38,10 +38,15 @@ _SQRT_PI = math.sqrt(math.pi)
 GradRule = Callable[[list[TensorVariable], TensorVariable, TensorVariable], list[Any]]
 
 
-def _log1mexp(x: np.ndarray) -> np.ndarray:
-    # log(1 - exp(x)) for x <= 0, accurate on both sides of -log(2) (Maechler 2012).
-    x = np.asarray(x)
-    return np.where(x < -_LN2, np.log1p(-np.exp(x)), np.log(-np.expm1(x)))
+def log1mexp_formula(x: Any, xp: Any = np) -> Any:
+    """Return ``log(1 - exp(x))`` for ``x <= 0`` with the array namespace ``xp``.
+
+    Accurate on both sides of ``-log 2`` (Maechler 2012). The one array statement of
+    the formula: NumPy's (``Log1mexp.impl``) and JAX's (``xp=jax.numpy``); Numba's
+    scalar code writes the same two branches as an ``if``.
+    """
+    x = xp.asarray(x)
+    return xp.where(x < -_LN2, xp.log1p(-xp.exp(x)), xp.log(-xp.expm1(x)))
 
 
 def _round_half_to_even(x: np.ndarray) -> np.ndarray:
@@ -342,7 +347,7 @@ Logaddexp = _declare(
 )
 Log1mexp = _declare(
     "Log1mexp",
-    _log1mexp,
+    log1mexp_formula,
     1,
     like_ufunc(np.expm1),
     lambda xs, o, g: [neg(true_divide(g, expm1(neg(xs[0]))))],

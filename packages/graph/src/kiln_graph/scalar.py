@@ -73,6 +73,7 @@ from kiln_graph._math import Tan as Tan
 from kiln_graph._math import Tanh as Tanh
 from kiln_graph._math import TrueDivide as TrueDivide
 from kiln_graph._math import like_ufunc as like_ufunc
+from kiln_graph._math import log1mexp_formula as log1mexp_formula
 from kiln_graph._types import DISCRETE_DTYPES as DISCRETE_DTYPES
 from kiln_graph._types import FLOAT_DTYPES as FLOAT_DTYPES
 from kiln_graph._types import INTEGER_DTYPES as INTEGER_DTYPES

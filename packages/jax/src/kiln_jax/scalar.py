@@ -9,7 +9,6 @@ does.
 from __future__ import annotations
 
 import functools
-import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -22,12 +21,9 @@ from kiln_graph import scalar as m
 from kiln_graph.scalar import Cast, ScalarConstant
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
-_LN2 = math.log(2.0)
-
 
 def _log1mexp(x: Any) -> Any:
-    # log(1 - exp(x)) for x <= 0, accurate on both sides of -log(2) (Maechler 2012).
-    return jnp.where(x < -_LN2, jnp.log1p(-jnp.exp(x)), jnp.log(-jnp.expm1(x)))
+    return m.log1mexp_formula(x, jnp)
 
 
 def _fold(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:

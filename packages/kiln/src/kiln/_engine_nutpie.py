@@ -24,13 +24,15 @@ _MAXDEPTH = 10
 def run_nutpie(run: EngineRun) -> EngineResult:
     """Sample ``run.model`` with nutpie: C callbacks on Numba, Python callbacks otherwise.
 
+    A nutpie outside :data:`kiln_samplers.SUPPORTED_NUTPIE_VERSIONS` is driven through
+    its public API (Python callbacks), with one ``NutpieVersionWarning``.
+
     Raises
     ------
     KilnValueError
         For ``nuts_sampler_kwargs`` nutpie does not take (naming them).
     ImportError
-        If the installed nutpie is not a supported version
-        (:data:`kiln_samplers.SUPPORTED_NUTPIE_VERSIONS`).
+        If nutpie is not installed.
     """
     try:
         _, settings = kiln_samplers.nutpie_options(run.options)
@@ -41,7 +43,7 @@ def run_nutpie(run: EngineRun) -> EngineResult:
     compiled.expand_function  # noqa: B018  # compiled here: its time is compile time
     native = None
     path = "python"
-    if compiled.function.linker == "numba":
+    if compiled.function.linker == "numba" and kiln_samplers.nutpie_private_api():
         try:
             native = native_c_pointers(compiled.function, compiled.expand_function)
             path = "pointers"

@@ -339,6 +339,40 @@ def sample_posterior_predictive(
     m = modelcontext(model)
     mode = _mode(backend, compile_kwargs)
     free = {v.name: v for v in m.free_variables}
+    names = _predictive_names(m, var_names, free)
+    drawn = [n for n in names if n not in free]
+    copied = [n for n in names if n in free]
+
+    inputs = {
+        name: kt.tensor(name, dtype=info.rv.dtype, shape=info.rv.type.shape)
+        for name, info in free.items()
+    }
+    replace: dict[Variable, Variable] = {info.rv: inputs[name] for name, info in free.items()}
+    outputs: list[TensorVariable] = []
+    if drawn:
+        outputs = list(graph_replace([m[n] for n in drawn], replace, strict=False))  # type: ignore[arg-type]
+    roots = set(graph_inputs(outputs)) if outputs else set()
+    needed = [n for n, v in inputs.items() if v in roots]
+    values = _posterior_values(post, inputs, needed, copied, names)
+
+    results: dict[str, np.ndarray] = {n: values[n] for n in copied}
+    if outputs:
+        f = function([inputs[n] for n in needed], outputs, mode=mode)
+        shape = (post.sizes["chain"], post.sizes["draw"])
+        draws = _draw_per_point(
+            f, m, drawn, outputs, [values[n] for n in needed], shape, random_seed, progressbar
+        )
+        results.update(zip(drawn, draws, strict=True))
+    results = {n: results[n] for n in names}
+    group = "predictions" if predictions else "posterior_predictive"
+    tree, groups = _predictive_tree(m, post, group, results, names, predictions)
+    if not extend_inferencedata:
+        return tree
+    return _attach(idata, tree, list(groups), replace=[group, "predictions_constant_data"])
+
+
+def _predictive_names(m: Model, var_names: Sequence[str] | None, free: dict[str, Any]) -> list[str]:
+    """Return the variables to draw or copy: ``var_names``, checked, or the observed ones."""
     observed = [v.name for v in m.observed_variables]
     valid = [*observed, *m.deterministics, *free]
     names = _names_list(var_names)
@@ -353,26 +387,27 @@ def sample_posterior_predictive(
         _check_names(names, valid, "observed variables, deterministics or free variables")
     if not names:
         raise KilnValueError("var_names: no variables to draw")
-    drawn = [n for n in names if n not in free]
-    copied = [n for n in names if n in free]
+    return names
 
-    inputs = {
-        name: kt.tensor(name, dtype=info.rv.dtype, shape=info.rv.type.shape)
-        for name, info in free.items()
-    }
-    replace: dict[Variable, Variable] = {info.rv: inputs[name] for name, info in free.items()}
-    outputs: list[TensorVariable] = []
-    if drawn:
-        outputs = list(graph_replace([m[n] for n in drawn], replace, strict=False))  # type: ignore[arg-type]
-    roots = set(graph_inputs(outputs)) if outputs else set()
-    needed = [n for n, v in inputs.items() if v in roots]
+
+def _posterior_values(
+    post: Any,
+    inputs: dict[str, TensorVariable],
+    needed: list[str],
+    copied: list[str],
+    names: list[str],
+) -> dict[str, np.ndarray]:
+    """Return the posterior's ``(chain, draw, ...)`` values of ``needed`` and ``copied``.
+
+    The values of ``needed`` (the inputs of the drawn variables) are checked against the
+    model's shapes and given its dtypes.
+    """
     missing = [n for n in [*needed, *copied] if n not in post.data_vars]
     if missing:
         raise KilnValueError(
             f"the posterior has no values of {missing} (needed for {names}); it holds "
             f"{sorted(map(str, post.data_vars))}"
         )
-    chains, ndraws = post.sizes["chain"], post.sizes["draw"]
     values = {}
     for n in [*needed, *copied]:
         arr = post[n].transpose("chain", "draw", ...).values
@@ -388,30 +423,51 @@ def sample_posterior_predictive(
                 )
             arr = np.ascontiguousarray(arr, dtype=want.dtype)
         values[n] = arr
+    return values
 
-    results: dict[str, np.ndarray] = {n: values[n] for n in copied}
-    if outputs:
-        f = function([inputs[n] for n in needed], outputs, mode=mode)
-        collected: list[list[np.ndarray]] = [[] for _ in drawn]
-        with (
-            _Seeded(_generators(outputs), random_seed),
-            progress_bar(chains * ndraws, "posterior predictive", enabled=progressbar) as bar,
-        ):
-            for c in range(chains):
-                for d in range(ndraws):
-                    try:
-                        out = f(*[values[n][c, d] for n in needed])
-                    except ShapeMismatchError as exc:
-                        raise _shape_error(m, drawn, outputs, exc) from exc
-                    for store, v in zip(collected, out, strict=True):
-                        store.append(np.array(v))
-                    bar.update()
-        for n, store in zip(drawn, collected, strict=True):
-            arr = np.stack(store)
-            results[n] = arr.reshape(chains, ndraws, *arr.shape[1:])
-    results = {n: results[n] for n in names}
 
-    group = "predictions" if predictions else "posterior_predictive"
+def _draw_per_point(
+    f: Any,
+    m: Model,
+    drawn: list[str],
+    outputs: list[TensorVariable],
+    points: list[np.ndarray],
+    shape: tuple[int, int],
+    random_seed: Any,
+    progressbar: bool,
+) -> list[np.ndarray]:
+    """Call ``f`` at every posterior point; return each output's ``(chain, draw, ...)`` draws."""
+    chains, ndraws = shape
+    collected: list[list[np.ndarray]] = [[] for _ in drawn]
+    with (
+        _Seeded(_generators(outputs), random_seed),
+        progress_bar(chains * ndraws, "posterior predictive", enabled=progressbar) as bar,
+    ):
+        for c in range(chains):
+            for d in range(ndraws):
+                try:
+                    out = f(*[p[c, d] for p in points])
+                except ShapeMismatchError as exc:
+                    raise _shape_error(m, drawn, outputs, exc) from exc
+                for store, v in zip(collected, out, strict=True):
+                    store.append(np.array(v))
+                bar.update()
+    out = []
+    for store in collected:
+        arr = np.stack(store)
+        out.append(arr.reshape(chains, ndraws, *arr.shape[1:]))
+    return out
+
+
+def _predictive_tree(
+    m: Model,
+    post: Any,
+    group: str,
+    results: dict[str, np.ndarray],
+    names: list[str],
+    predictions: bool,
+) -> tuple[Any, dict[str, dict[str, np.ndarray]]]:
+    """Return the ``DataTree`` of the draws (with the data beside them) and its groups."""
     groups: dict[str, dict[str, np.ndarray]] = {group: results}
     const: dict[str, np.ndarray] = {}
     if predictions:
@@ -432,6 +488,4 @@ def sample_posterior_predictive(
     tree = arviz_base.from_dict(
         groups, dims=dims, coords=coords, pred_dims=dims, pred_coords=coords
     )
-    if not extend_inferencedata:
-        return tree
-    return _attach(idata, tree, list(groups), replace=[group, "predictions_constant_data"])
+    return tree, groups

@@ -11,9 +11,13 @@ import numpy as np
 import kiln_samplers
 from kiln._engine_steps import needs_steps, run_steps
 from kiln._engines import EngineRun, get_engine
-from kiln_compile import FAST_RUN, Mode, available_linkers, get_mode
+from kiln_compile import FAST_RUN, DiskCache, Mode, available_linkers, get_mode
 from kiln_graph import Constant, KilnTypeError, KilnValueError, SharedVariable
 from kiln_model import Model, modelcontext
+
+# kiln's compiled NUTS kernel is an entry of kiln's disk cache (config.cache_dir,
+# config.cache), like every other compiled artefact.
+kiln_samplers.use_kernel_store(DiskCache("samplers"))
 
 _INITS = ("jitter+adapt_diag", "adapt_diag")
 

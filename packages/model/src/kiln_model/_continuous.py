@@ -38,11 +38,11 @@ class Normal(Distribution):
 
     @staticmethod
     def logp(value: Any, mu: Any, sigma: Any) -> TensorVariable:
-        return bound(_normal_logp(value, mu, sigma), sigma > 0)
+        return bound(_normal_logp(value, mu, sigma), *kr.OPS["normal"].conditions(sigma=sigma))
 
     @staticmethod
     def logcdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
-        return bound(normal_lcdf((value - mu) / sigma), sigma > 0)
+        return bound(normal_lcdf((value - mu) / sigma), *kr.OPS["normal"].conditions(sigma=sigma))
 
 
 class HalfNormal(Distribution):
@@ -55,14 +55,15 @@ class HalfNormal(Distribution):
 
     @staticmethod
     def logp(value: Any, sigma: Any) -> TensorVariable:
-        return bound(LOG_2 + _normal_logp(value, 0.0, sigma), value >= 0, sigma > 0)
+        valid = kr.OPS["halfnormal"].conditions(sigma=sigma)
+        return bound(LOG_2 + _normal_logp(value, 0.0, sigma), value >= 0, *valid)
 
     @staticmethod
     def logcdf(value: Any, sigma: Any) -> TensorVariable:
         # log erf(z), through log1p(-erfc(z)) where erf(z) rounds to 1.
         z = value / (sigma * np.sqrt(2.0))
         lcdf = kt.switch(z < 1.0, kt.log(kt.erf(z)), kt.log1p(-kt.erfc(z)))
-        return bound(lcdf, value >= 0, sigma > 0)
+        return bound(lcdf, value >= 0, *kr.OPS["halfnormal"].conditions(sigma=sigma))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, sigma: Any) -> TensorVariable:
@@ -80,11 +81,13 @@ class LogNormal(Distribution):
     @staticmethod
     def logp(value: Any, mu: Any, sigma: Any) -> TensorVariable:
         logx = kt.log(value)
-        return bound(_normal_logp(logx, mu, sigma) - logx, value > 0, sigma > 0)
+        valid = kr.OPS["lognormal"].conditions(sigma=sigma)
+        return bound(_normal_logp(logx, mu, sigma) - logx, value > 0, *valid)
 
     @staticmethod
     def logcdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
-        return bound(normal_lcdf((kt.log(value) - mu) / sigma), value > 0, sigma > 0)
+        valid = kr.OPS["lognormal"].conditions(sigma=sigma)
+        return bound(normal_lcdf((kt.log(value) - mu) / sigma), value > 0, *valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, mu: Any, sigma: Any) -> TensorVariable:
@@ -204,11 +207,13 @@ class Exponential(Distribution):
 
     @staticmethod
     def logp(value: Any, scale: Any) -> TensorVariable:
-        return bound(-kt.log(scale) - value / scale, value >= 0, scale > 0)
+        valid = kr.OPS["exponential"].conditions(scale=scale)
+        return bound(-kt.log(scale) - value / scale, value >= 0, *valid)
 
     @staticmethod
     def logcdf(value: Any, scale: Any) -> TensorVariable:
-        return bound(kt.log1mexp(-value / scale), value >= 0, scale > 0)
+        valid = kr.OPS["exponential"].conditions(scale=scale)
+        return bound(kt.log1mexp(-value / scale), value >= 0, *valid)
 
 
 class Gamma(Distribution):
@@ -227,7 +232,7 @@ class Gamma(Distribution):
         logp = (
             -kt.gammaln(shape) - shape * kt.log(scale) + xlogy(shape - 1.0, value) - value / scale
         )
-        return bound(logp, value >= 0, shape > 0, scale > 0)
+        return bound(logp, value >= 0, *kr.OPS["gamma"].conditions(shape=shape, scale=scale))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, shape: Any, scale: Any) -> TensorVariable:
@@ -245,7 +250,8 @@ class Beta(Distribution):
     def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
         # xlogy: with alpha = 1 (beta = 1) the density is finite at 0 (at 1).
         logp = xlogy(alpha - 1.0, value) + xlog1py(beta - 1.0, -value) - kt.betaln(alpha, beta)
-        return bound(logp, value >= 0, value <= 1, alpha > 0, beta > 0)
+        valid = kr.OPS["beta"].conditions(alpha=alpha, beta=beta)
+        return bound(logp, value >= 0, value <= 1, *valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
@@ -265,7 +271,7 @@ class InverseGamma(Distribution):
         logp = (
             alpha * kt.log(beta) - kt.gammaln(alpha) - (alpha + 1.0) * kt.log(value) - beta / value
         )
-        return bound(logp, value > 0, alpha > 0, beta > 0)
+        return bound(logp, value > 0, *kr.OPS["invgamma"].conditions(alpha=alpha, beta=beta))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
@@ -292,7 +298,8 @@ class StudentT(Distribution):
 
     @staticmethod
     def logp(value: Any, nu: Any, mu: Any, sigma: Any) -> TensorVariable:
-        return bound(_student_t_logp(value, nu, mu, sigma), nu > 0, sigma > 0)
+        valid = kr.OPS["studentt"].conditions(nu=nu, sigma=sigma)
+        return bound(_student_t_logp(value, nu, mu, sigma), *valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, nu: Any, mu: Any, sigma: Any) -> TensorVariable:
@@ -310,7 +317,7 @@ class HalfStudentT(Distribution):
     @staticmethod
     def logp(value: Any, nu: Any, sigma: Any) -> TensorVariable:
         logp = LOG_2 + _student_t_logp(value, nu, 0.0, sigma)
-        return bound(logp, value >= 0, nu > 0, sigma > 0)
+        return bound(logp, value >= 0, *kr.OPS["halfstudentt"].conditions(nu=nu, sigma=sigma))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, nu: Any, sigma: Any) -> TensorVariable:
@@ -339,11 +346,12 @@ class Cauchy(Distribution):
     @staticmethod
     def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
         z = (value - alpha) / beta
-        return bound(-LOG_PI - kt.log(beta) - kt.log1p(z * z), beta > 0)
+        valid = kr.OPS["cauchy"].conditions(beta=beta)
+        return bound(-LOG_PI - kt.log(beta) - kt.log1p(z * z), *valid)
 
     @staticmethod
     def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
-        return bound(_cauchy_lcdf((value - alpha) / beta), beta > 0)
+        return bound(_cauchy_lcdf((value - alpha) / beta), *kr.OPS["cauchy"].conditions(beta=beta))
 
 
 class HalfCauchy(Distribution):
@@ -356,7 +364,8 @@ class HalfCauchy(Distribution):
     @staticmethod
     def logp(value: Any, beta: Any) -> TensorVariable:
         z = value / beta
-        return bound(LOG_2 - LOG_PI - kt.log(beta) - kt.log1p(z * z), value >= 0, beta > 0)
+        valid = kr.OPS["halfcauchy"].conditions(beta=beta)
+        return bound(LOG_2 - LOG_PI - kt.log(beta) - kt.log1p(z * z), value >= 0, *valid)
 
     @staticmethod
     def logcdf(value: Any, beta: Any) -> TensorVariable:
@@ -367,7 +376,7 @@ class HalfCauchy(Distribution):
             kt.log1p(-2.0 / np.pi * kt.arctan(1.0 / z)),
             kt.log(2.0 / np.pi * kt.arctan(z)),
         )
-        return bound(lcdf, value >= 0, beta > 0)
+        return bound(lcdf, value >= 0, *kr.OPS["halfcauchy"].conditions(beta=beta))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, beta: Any) -> TensorVariable:
@@ -382,14 +391,15 @@ class Laplace(Distribution):
 
     @staticmethod
     def logp(value: Any, mu: Any, b: Any) -> TensorVariable:
-        return bound(-kt.log(2.0 * b) - kt.abs(value - mu) / b, b > 0)
+        valid = kr.OPS["laplace"].conditions(b=b)
+        return bound(-kt.log(2.0 * b) - kt.abs(value - mu) / b, *valid)
 
     @staticmethod
     def logcdf(value: Any, mu: Any, b: Any) -> TensorVariable:
         z = (value - mu) / b
         below = -LOG_2 + z
         above = kt.log1p(-0.5 * kt.exp(-z))
-        return bound(kt.switch(value < mu, below, above), b > 0)
+        return bound(kt.switch(value < mu, below, above), *kr.OPS["laplace"].conditions(b=b))
 
 
 class Logistic(Distribution):
@@ -402,11 +412,11 @@ class Logistic(Distribution):
     @staticmethod
     def logp(value: Any, mu: Any, s: Any) -> TensorVariable:
         z = (value - mu) / s
-        return bound(-z - kt.log(s) - 2.0 * kt.softplus(-z), s > 0)
+        return bound(-z - kt.log(s) - 2.0 * kt.softplus(-z), *kr.OPS["logistic"].conditions(s=s))
 
     @staticmethod
     def logcdf(value: Any, mu: Any, s: Any) -> TensorVariable:
-        return bound(-kt.softplus(-(value - mu) / s), s > 0)
+        return bound(-kt.softplus(-(value - mu) / s), *kr.OPS["logistic"].conditions(s=s))
 
 
 class Weibull(Distribution):
@@ -420,11 +430,12 @@ class Weibull(Distribution):
     def logp(value: Any, alpha: Any, beta: Any) -> TensorVariable:
         z = value / beta
         logp = kt.log(alpha) - kt.log(beta) + xlogy(alpha - 1.0, z) - z**alpha
-        return bound(logp, value >= 0, alpha > 0, beta > 0)
+        return bound(logp, value >= 0, *kr.OPS["weibull"].conditions(alpha=alpha, beta=beta))
 
     @staticmethod
     def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
-        return bound(kt.log1mexp(-((value / beta) ** alpha)), value >= 0, alpha > 0, beta > 0)
+        valid = kr.OPS["weibull"].conditions(alpha=alpha, beta=beta)
+        return bound(kt.log1mexp(-((value / beta) ** alpha)), value >= 0, *valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
@@ -466,7 +477,8 @@ class TruncatedNormal(Distribution):
     @staticmethod
     def logp(value: Any, mu: Any, sigma: Any, lower: Any, upper: Any) -> TensorVariable:
         logp = _normal_logp(value, mu, sigma) - _log_normal_mass(mu, sigma, lower, upper)
-        return bound(logp, value >= lower, value <= upper, sigma > 0)
+        valid = kr.OPS["truncated_normal"].conditions(sigma=sigma)
+        return bound(logp, value >= lower, value <= upper, *valid)
 
     @staticmethod
     def logcdf(value: Any, mu: Any, sigma: Any, lower: Any, upper: Any) -> TensorVariable:
@@ -476,9 +488,8 @@ class TruncatedNormal(Distribution):
         below = _log_normal_mass(mu, sigma, lower, value) - log_z
         above = kt.log1mexp(_log_normal_mass(mu, sigma, value, upper) - log_z)
         inside = kt.switch(below < -LOG_2, below, above)
-        return bound(
-            kt.switch(value <= lower, -np.inf, kt.switch(value >= upper, 0.0, inside)), sigma > 0
-        )
+        lcdf = kt.switch(value <= lower, -np.inf, kt.switch(value >= upper, 0.0, inside))
+        return bound(lcdf, *kr.OPS["truncated_normal"].conditions(sigma=sigma))
 
     @classmethod
     def support_point(

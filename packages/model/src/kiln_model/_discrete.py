@@ -54,13 +54,12 @@ class Bernoulli(Distribution):
             # softplus, and one sigmoid in the gradient (p is in [0, 1] by construction).
             return bound(-kt.softplus(kt.switch(kt.eq(value, 1), -z, z)), binary)
         logp = kt.switch(kt.eq(value, 1), kt.log(p), log1m(p))
-        return bound(logp, binary, p >= 0, p <= 1)
+        return bound(logp, binary, *kr.OPS["bernoulli"].conditions(p=p))
 
     @staticmethod
     def logcdf(value: Any, p: Any) -> TensorVariable:
-        return bound(
-            kt.switch(value < 0, -np.inf, kt.switch(value < 1, log1m(p), 0.0)), p >= 0, p <= 1
-        )
+        lcdf = kt.switch(value < 0, -np.inf, kt.switch(value < 1, log1m(p), 0.0))
+        return bound(lcdf, *kr.OPS["bernoulli"].conditions(p=p))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:
@@ -90,7 +89,7 @@ class Binomial(Distribution):
             logp = tail - (n - value) * kt.maximum(z, 0.0) + value * kt.minimum(z, 0.0)
             return bound(log_choose + logp, value >= 0, value <= n)
         logp = log_choose + xlogy(value, p) + xlog1m(n - value, p)
-        return bound(logp, value >= 0, value <= n, p >= 0, p <= 1)
+        return bound(logp, value >= 0, value <= n, *kr.OPS["binomial"].conditions(p=p))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, n: Any, p: Any) -> TensorVariable:
@@ -108,7 +107,7 @@ class Poisson(Distribution):
     @staticmethod
     def logp(value: Any, mu: Any) -> TensorVariable:
         logp = xlogy(value, mu) - mu - kt.gammaln(value + 1.0)
-        return bound(logp, value >= 0, mu >= 0)
+        return bound(logp, value >= 0, *kr.OPS["poisson"].conditions(mu=mu))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, mu: Any) -> TensorVariable:
@@ -143,7 +142,7 @@ class NegativeBinomial(Distribution):
             + n * kt.log(p)
             + xlog1m(value, p)
         )
-        return bound(logp, value >= 0, n > 0, p > 0, p <= 1)
+        return bound(logp, value >= 0, *kr.OPS["negative_binomial"].conditions(n=n, p=p))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, n: Any, p: Any) -> TensorVariable:
@@ -160,11 +159,14 @@ class Geometric(Distribution):
 
     @staticmethod
     def logp(value: Any, p: Any) -> TensorVariable:
-        return bound(xlog1m(value - 1.0, p) + kt.log(p), value >= 1, p > 0, p <= 1)
+        valid = kr.OPS["geometric"].conditions(p=p)
+        return bound(xlog1m(value - 1.0, p) + kt.log(p), value >= 1, *valid)
 
     @staticmethod
     def logcdf(value: Any, p: Any) -> TensorVariable:
-        return bound(kt.log1mexp(value * log1m(p)), value >= 1, p > 0, p <= 1)
+        return bound(
+            kt.log1mexp(value * log1m(p)), value >= 1, *kr.OPS["geometric"].conditions(p=p)
+        )
 
     @classmethod
     def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:

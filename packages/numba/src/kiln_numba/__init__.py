@@ -8,6 +8,7 @@ in any process, loads machine code instead of running LLVM.
 from typing import Any
 
 from kiln_numba import (
+    _fused_loop_code,  # noqa: F401  (registers FusedLoop's Numba code)
     blockwise,
     core_shape,
     elemwise,

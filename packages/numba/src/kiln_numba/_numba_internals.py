@@ -175,11 +175,13 @@ class CacheFileStats:
     write_errors: int = 0
 
 
+# The cache's classes subclass Numba's internals: each is defined at first use (after
+# usable() said they are there), not when this module is imported.
+
+
 @functools.cache
-def function_cache_class() -> type:
-    """Return ``KilnFunctionCache``, defined at first use: it subclasses Numba's internals."""
+def _checked_cache_file_class() -> type:
     from numba.core import caching
-    from numba.core.runtime import rtsys
     from numba.core.serialize import dumps
 
     class CheckedCacheFile(caching.IndexDataCacheFile):  # type: ignore[misc, name-defined]
@@ -231,6 +233,13 @@ def function_cache_class() -> type:
                 return None
             return self._read(self._data_path(name))
 
+    return CheckedCacheFile
+
+
+@functools.cache
+def _locator_class() -> type:
+    from numba.core import caching
+
     class BesideModuleLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):  # type: ignore[misc, name-defined]
         """Locate a function's cache in ``__pycache__`` beside its (generated) module."""
 
@@ -248,8 +257,15 @@ def function_cache_class() -> type:
                 return None
             return cls(py_func, py_file)
 
+    return BesideModuleLocator
+
+
+@functools.cache
+def _cache_impl_class() -> type:
+    from numba.core import caching
+
     class KilnCacheImpl(caching.CompileResultCacheImpl):  # type: ignore[misc, name-defined]
-        _locator_classes = [BesideModuleLocator]
+        _locator_classes = [_locator_class()]  # type: ignore[list-item]
 
         def rebuild(self, target_context: Any, payload: Any) -> Any:
             """Return the cached compile result, its library keeping its object code.
@@ -263,6 +279,15 @@ def function_cache_class() -> type:
                 cres.library.kiln_object_code = data[0]
             return cres
 
+    return KilnCacheImpl
+
+
+@functools.cache
+def function_cache_class() -> type:
+    """Return ``KilnFunctionCache``, defined at first use: it subclasses Numba's internals."""
+    from numba.core import caching
+    from numba.core.runtime import rtsys
+
     class KilnFunctionCache(caching.FunctionCache):  # type: ignore[misc, name-defined]
         """Numba's per-function cache, checksummed and never fatal.
 
@@ -272,7 +297,7 @@ def function_cache_class() -> type:
         or lowered again. A compile (a miss) refreshes the registries itself.
         """
 
-        _impl_class = KilnCacheImpl
+        _impl_class = _cache_impl_class()  # type: ignore[assignment]
 
         def __init__(
             self, py_func: Callable[..., Any], on_write_error: Callable[[Path, OSError], None]
@@ -280,7 +305,7 @@ def function_cache_class() -> type:
             super().__init__(py_func)
             self.stats = CacheFileStats()
             self._on_write_error = on_write_error
-            self._cache_file = CheckedCacheFile(
+            self._cache_file = _checked_cache_file_class()(
                 cache_path=self._cache_path,
                 filename_base=self._impl.filename_base,
                 source_stamp=self._impl.locator.get_source_stamp(),

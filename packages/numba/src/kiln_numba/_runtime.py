@@ -72,7 +72,7 @@ def softplus(x: float) -> float:
 
 @_jit
 def log1mexp(x: float) -> float:
-    """Return log(1 - exp(x)) for x <= 0, accurate on both sides of -log 2."""
+    """Return log(1 - exp(x)) for x <= 0: ``kiln_graph.scalar.log1mexp_formula`` as scalar code."""
     if x < -_LN2:
         return math.log1p(-math.exp(x))
     return math.log(-math.expm1(x))

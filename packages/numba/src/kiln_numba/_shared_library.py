@@ -19,7 +19,8 @@ millisecond, without importing Numba:
   ``numba.core.serialize`` (importing Numba) and a Python call each time. Numba's code
   takes the symbol ``PyExc_<name>`` as the exception type itself, where CPython's is a
   pointer to it: those symbols are cells of the library, filled at load, and the
-  C-API functions that receive exception types translate them (:func:`_assembly`).
+  C-API functions that receive exception types translate them
+  (:func:`kiln_numba._shared_library_sources.assembly`).
 - The wrapper reads its constants (the outputs' dtypes) from Numba ``Environment``
   objects whose addresses go into the library's environment variables, and
   ``_dynfunc.make_function`` turns it into a Python function, as in Numba.
@@ -74,6 +75,7 @@ import numpy as np
 
 from kiln_compile import DiskCache, config, is_unwritable, mark_unwritable
 from kiln_numba import _numba_internals as internals
+from kiln_numba import _shared_library_sources as sources
 
 __all__ = ["SharedFunction", "build_later", "build_queued", "checker", "has_library", "load"]
 
@@ -248,222 +250,6 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
     return _Compiled(obj, wrapper, native, env_name, envs, args, internals.runtime_helpers())
 
 
-#: The C-API functions Numba's code passes exception types to (``PyExc_*``, see
-#: :func:`_assembly`): as first argument, or second (``PyNumber_AsSsize_t``).
-_TAKE_EXCEPTIONS = frozenset(
-    {"PyErr_SetString", "PyErr_Format", "PyErr_SetObject", "PyErr_SetNone", "PyNumber_AsSsize_t"}
-)
-
-
-def _assembly(helpers: Sequence[str], wrapped: Sequence[str], cells: Sequence[str]) -> str:
-    """Return the assembly (x86-64, GNU as) of the library's trampolines and cells.
-
-    - Each of ``helpers`` (a Numba runtime function) jumps through its slot of
-      ``kiln_slots``, filled at load with the function's address.
-    - Numba's code takes the address of the symbol ``PyExc_<name>`` as the exception
-      type itself (its JIT linker maps that symbol to the object), where CPython's
-      ``PyExc_<name>`` is a variable holding a pointer to it. So each of ``cells`` is a
-      hidden cell of ``kiln_cells``, filled at load with the type's address, and each of
-      ``wrapped`` (the C-API functions of :data:`_TAKE_EXCEPTIONS`) replaces a first or
-      second argument that points at a cell by the cell's content before it jumps to
-      CPython's function (its slot follows the helpers'). Only ``%r11`` and the flags
-      change, so variadic calls (``PyErr_Format``) pass through.
-    """
-    lines = [".text"]
-
-    def function(symbol: str, hidden: bool) -> list[str]:
-        head = [f".globl {symbol}", f".type {symbol},@function"]
-        return [*head, *([f".hidden {symbol}"] if hidden else []), f"{symbol}:"]
-
-    for i, symbol in enumerate(helpers):
-        lines += function(symbol, hidden=False)
-        lines += ["    movq kiln_slots@GOTPCREL(%rip), %r11", f"    jmpq *{8 * i}(%r11)"]
-    for k, symbol in enumerate(wrapped):
-        lines += function(symbol, hidden=True)
-        for register in ("%rdi", "%rsi"):
-            lines += [
-                "    movq kiln_cells@GOTPCREL(%rip), %r11",
-                f"    cmpq %r11, {register}",
-                "    jb 1f",
-                f"    addq ${8 * max(len(cells), 1)}, %r11",
-                f"    cmpq %r11, {register}",
-                "    jae 1f",
-                f"    movq ({register}), {register}",
-                "1:",
-            ]
-        lines += [
-            "    movq kiln_slots@GOTPCREL(%rip), %r11",
-            f"    jmpq *{8 * (len(helpers) + k)}(%r11)",
-        ]
-    lines.append(".bss")
-    for table, size in (("kiln_slots", len(helpers) + len(wrapped)), ("kiln_cells", len(cells))):
-        lines += [f".globl {table}", f".type {table},@object", ".p2align 3", f"{table}:"]
-        lines.append(f"    .zero {8 * max(size, 1)}")
-    for i, symbol in enumerate(cells):
-        lines += [f".globl {symbol}", f".hidden {symbol}", f".set {symbol}, kiln_cells + {8 * i}"]
-    lines.append('.section .note.GNU-stack,"",@progbits')
-    return "\n".join(lines) + "\n"
-
-
-#: Numba's ``numba_unpickle``, which the wrapper calls at every call for objects it needs
-#: (``numpy.ndarray``, to box outputs), memoized per constant in C: Numba's goes through
-#: ``numba.core.serialize`` (importing Numba) and a Python call each time. It returns a
-#: new reference, as Numba's does; the GIL is held (the wrapper runs in a Python call).
-_UNPICKLE_C = r"""
-typedef struct _object PyObject;
-PyObject *PyImport_ImportModule(const char *name);
-PyObject *PyObject_GetAttrString(PyObject *o, const char *name);
-PyObject *PyBytes_FromStringAndSize(const char *data, long n);
-PyObject *PyObject_CallFunctionObjArgs(PyObject *f, ...);
-void Py_IncRef(PyObject *o);
-void Py_DecRef(PyObject *o);
-
-#define KILN_MEMO 256
-static const char *memo_key[KILN_MEMO];
-static PyObject *memo_value[KILN_MEMO];
-static int memo_size;
-static PyObject *loads;
-
-PyObject *numba_unpickle(const char *data, int n, const char *hashed) {
-    (void)hashed;
-    for (int i = 0; i < memo_size; i++) {
-        if (memo_key[i] == data) {
-            Py_IncRef(memo_value[i]);
-            return memo_value[i];
-        }
-    }
-    if (loads == 0) {
-        PyObject *pickle = PyImport_ImportModule("pickle");
-        if (pickle == 0) return 0;
-        loads = PyObject_GetAttrString(pickle, "loads");
-        Py_DecRef(pickle);
-        if (loads == 0) return 0;
-    }
-    PyObject *buffer = PyBytes_FromStringAndSize(data, n);
-    if (buffer == 0) return 0;
-    PyObject *obj = PyObject_CallFunctionObjArgs(loads, buffer, (PyObject *)0);
-    Py_DecRef(buffer);
-    if (obj != 0 && memo_size < KILN_MEMO) {
-        Py_IncRef(obj);
-        memo_key[memo_size] = data;
-        memo_value[memo_size++] = obj;
-    }
-    return obj;
-}
-"""
-#: The library's entry point: checks the arguments' types in C (what Numba's dispatcher
-#: does before it picks a compiled version), then calls Numba's CPython wrapper, or returns
-#: ``NotImplemented`` for arguments of other types (the caller gives them to Numba). The
-#: layouts are CPython's (object header, tuple) and NumPy's array object (stable since
-#: NumPy 1.7, NumPy 2 included); :func:`_map` checks them on a probe array before it
-#: uses the entry. The tables are filled at load, for up to 256 arguments.
-_ENTRY_C = r"""
-typedef long Py_ssize_t;
-typedef struct { Py_ssize_t refcount; void *type; } Object;
-typedef struct { Object head; Py_ssize_t size; Object *items[1]; } Tuple;
-typedef struct {
-    Object head; char *data; int nd; Py_ssize_t *dimensions; Py_ssize_t *strides;
-    Object *base; Object *descr; int flags;
-} Array;
-typedef Object *(*Wrapper)(Object *closure, Object *args, Object *kws);
-
-#define KILN_MAX_ARGS 256
-Wrapper kiln_wrapper;
-void *kiln_array_type;
-Object *kiln_not_implemented;
-long kiln_nargs;
-Object *kiln_descr[KILN_MAX_ARGS];
-int kiln_nd[KILN_MAX_ARGS];
-int kiln_flags[KILN_MAX_ARGS];
-
-static int kiln_accepts(Object *const *items, long n) {
-    long i;
-    for (i = 0; i < n; i++) {
-        Array *a = (Array *)items[i];
-        if (a->head.type != kiln_array_type || a->nd != kiln_nd[i]
-            || a->descr != kiln_descr[i] || (a->flags & kiln_flags[i]) != kiln_flags[i])
-            return 0;
-    }
-    return 1;
-}
-
-static Object *kiln_other(void) {
-    Py_IncRef((PyObject *)kiln_not_implemented);
-    return kiln_not_implemented;
-}
-
-Object *kiln_checked_call(Object *closure, Object *args, Object *kws) {
-    Tuple *t = (Tuple *)args;
-    if (kws == 0 && t->size == kiln_nargs && kiln_accepts(t->items, kiln_nargs))
-        return kiln_wrapper(closure, args, kws);
-    return kiln_other();
-}
-
-/* A Function's direct calls: the inputs only (METH_FASTCALL); ``self`` is the tuple
- * (Numba's closure, the constants), which are appended. Returns the outputs as a list,
- * or NotImplemented for inputs of other types. */
-Object *PyTuple_New(Py_ssize_t size);
-Object *PySequence_List(Object *o);
-typedef struct { const char *name; void *meth; int flags; const char *doc; } MethodDef;
-Object *PyCFunction_NewEx(MethodDef *def, Object *self, Object *module);
-
-static Object *kiln_direct(Object *self, Object *const *args, Py_ssize_t nargs) {
-    Tuple *bound = (Tuple *)self;
-    Tuple *consts = (Tuple *)bound->items[1];
-    long i;
-    if (nargs + consts->size != kiln_nargs || !kiln_accepts(args, nargs)) return kiln_other();
-    Tuple *full = (Tuple *)PyTuple_New(kiln_nargs);
-    if (full == 0) return 0;
-    for (i = 0; i < nargs; i++) {
-        Py_IncRef((PyObject *)args[i]);
-        full->items[i] = args[i];
-    }
-    for (i = 0; i < consts->size; i++) {
-        Py_IncRef((PyObject *)consts->items[i]);
-        full->items[nargs + i] = consts->items[i];
-    }
-    Object *result = kiln_wrapper(bound->items[0], (Object *)full, 0);
-    Py_DecRef((PyObject *)full);
-    if (result == 0) return 0;
-    Object *list = PySequence_List(result);
-    Py_DecRef((PyObject *)result);
-    return list;
-}
-
-static MethodDef kiln_direct_def = {
-    "kiln_fn", (void *)kiln_direct, 0x0080 /* METH_FASTCALL */,
-    "kiln_fn(*inputs): the outputs as a list (the constants appended), or NotImplemented",
-};
-
-/* Return a new reference to the direct entry bound to Numba's closure and constants. */
-Object *kiln_bind(Object *closure, Object *constants) {
-    Tuple *bound = (Tuple *)PyTuple_New(2);
-    if (bound == 0) return 0;
-    Py_IncRef((PyObject *)closure);
-    Py_IncRef((PyObject *)constants);
-    bound->items[0] = closure;
-    bound->items[1] = constants;
-    Object *fn = PyCFunction_NewEx(&kiln_direct_def, (Object *)bound, 0);
-    Py_DecRef((PyObject *)bound);
-    return fn;
-}
-
-/* For the loader's check of the layouts: an array's nd, flags and descr address. */
-long kiln_probe(Object *obj, long what) {
-    Array *a = (Array *)obj;
-    if (what == 0) return a->nd;
-    if (what == 1) return a->flags;
-    if (what == 2) return (long)a->descr;
-    return (long)a->head.type;
-}
-"""
-#: NumPy's array flags the entry requires per layout (``NPY_ARRAY_ALIGNED`` always).
-_FLAGS = {"C": 0x0001 | 0x0100, "F": 0x0002 | 0x0100, "A": 0x0100}
-
-#: The runtime functions the library defines itself (the others are trampolines).
-_DEFINED = frozenset({"numba_unpickle"})
-
-
 def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str]], list[str]]:
     """Link the object code into a shared library.
 
@@ -480,15 +266,15 @@ def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str
         timeout=_COMPILE_TIMEOUT_S,
     ).stdout
     undefined = [line.split()[0] for line in listing.splitlines() if line.strip()]
-    helpers = [s for s in undefined if s in compiled.helpers and s not in _DEFINED]
-    wrapped = [s for s in undefined if s in _TAKE_EXCEPTIONS]
+    helpers = [s for s in undefined if s in compiled.helpers and s not in sources.DEFINED]
+    wrapped = [s for s in undefined if s in sources.TAKE_EXCEPTIONS]
     cells = [s for s in undefined if s.startswith("PyExc_")]
     if not all(isinstance(getattr(builtins, s[len("PyExc_") :], None), type) for s in cells):
         raise subprocess.SubprocessError(f"an exception that is not a builtin: {cells}")
     stubs = folder / "trampolines.s"
-    stubs.write_text(_assembly(helpers, wrapped, cells))
+    stubs.write_text(sources.assembly(helpers, wrapped, cells))
     runtime = folder / "runtime.c"
-    runtime.write_text(_UNPICKLE_C + _ENTRY_C)
+    runtime.write_text(sources.UNPICKLE_C + sources.ENTRY_C)
     out = folder / "kiln_fn.so"
     # Numba's JIT code model has absolute relocations in its text: allowed (-z notext).
     command = ["cc", "-shared", "-O2", "-fPIC", "-Wl,-z,notext", "-o", str(out)]
@@ -664,7 +450,7 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
     fn = internals.make_function(dynfunc, module, "kiln_fn", doc, address, env, (library,))
     args = [_Arg(np.dtype(d), n, layout) for d, n, layout in description["args"]]
     checked = binder = None
-    if len(args) <= _MAX_ARGS and _layouts_agree(library):
+    if len(args) <= sources.MAX_ARGS and _layouts_agree(library):
         _fill_entry(library, address, args)
         entry_address = ctypes.cast(library.kiln_checked_call, ctypes.c_void_p).value
         checked = internals.make_function(
@@ -678,9 +464,6 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
     except AttributeError:  # not exported: compiled callers go through Numba
         native = None
     return SharedFunction(fn, checked, args, (library, envs, module), binder, native)
-
-
-_MAX_ARGS = 256  # KILN_MAX_ARGS of _ENTRY_C
 
 
 def _layouts_agree(library: ctypes.CDLL) -> bool:
@@ -701,11 +484,11 @@ def _fill_entry(library: ctypes.CDLL, wrapper: int, args: Sequence[_Arg]) -> Non
     ctypes.c_void_p.in_dll(library, "kiln_wrapper").value = wrapper
     ctypes.c_void_p.in_dll(library, "kiln_array_type").value = id(np.ndarray)
     ctypes.c_void_p.in_dll(library, "kiln_not_implemented").value = id(NotImplemented)
-    descr = (ctypes.c_void_p * _MAX_ARGS).in_dll(library, "kiln_descr")
-    nd = (ctypes.c_int * _MAX_ARGS).in_dll(library, "kiln_nd")
-    flags = (ctypes.c_int * _MAX_ARGS).in_dll(library, "kiln_flags")
+    descr = (ctypes.c_void_p * sources.MAX_ARGS).in_dll(library, "kiln_descr")
+    nd = (ctypes.c_int * sources.MAX_ARGS).in_dll(library, "kiln_nd")
+    flags = (ctypes.c_int * sources.MAX_ARGS).in_dll(library, "kiln_flags")
     for i, arg in enumerate(args):
         descr[i] = id(arg.dtype)  # NumPy's builtin dtypes are singletons
         nd[i] = arg.ndim
-        flags[i] = _FLAGS[arg.layout]
+        flags[i] = sources.ARRAY_FLAGS[arg.layout]
     ctypes.c_long.in_dll(library, "kiln_nargs").value = len(args)

@@ -43,7 +43,6 @@ from kiln_graph import (
     AdvancedIncSubtensor1,
     AdvancedSubtensor1,
     Apply,
-    Composite,
     Constant,
     DimShuffle,
     Elemwise,
@@ -57,12 +56,8 @@ from kiln_graph import (
 )
 from kiln_graph.ops import CAReduce, MatMul
 from kiln_graph.scalar import Mul
-from kiln_numba._funcify import CodeContext, literal, np_dtype, numba_funcify
-from kiln_numba._outline import MAX_INLINED_LOOPS, MAX_INLINED_PARAMS, outline
-from kiln_numba.elemwise import LONG_LOOP
+from kiln_numba._outline import MAX_INLINED_LOOPS, MAX_INLINED_PARAMS
 from kiln_numba.linalg import SMALL_MATMUL
-from kiln_numba.reduce import calls_vector_math, combine, identity, value_cast
-from kiln_numba.scalar import composite_statements, scalar_expr
 from kiln_rewrite import register_global, register_local
 
 #: The kinds of loop node: a value at ``j`` (elementwise, gather), a fold, a scatter.
@@ -120,7 +115,7 @@ def _real(v: Variable) -> bool:
     return isinstance(t, TensorType) and t.dtype != "float16" and np.dtype(t.dtype).kind in "biuf"
 
 
-def _vector_length(v: Variable) -> int | None:
+def vector_length(v: Variable) -> int | None:
     """Return the static length of a 1-d tensor ``v`` (None for other values or unknown lengths)."""
     t = v.type
     if not (isinstance(t, TensorType) and t.ndim == 1):
@@ -155,11 +150,11 @@ def _loop_length(node: Apply) -> int | None:
     if kind is None:
         return None
     if kind in (GATHER, SCATTER):
-        n = _vector_length(node.inputs[-1] if kind == SCATTER else node.inputs[1])
+        n = vector_length(node.inputs[-1] if kind == SCATTER else node.inputs[1])
     elif kind == MAP:
-        n = _vector_length(node.outputs[0])
+        n = vector_length(node.outputs[0])
     else:
-        n = max((_vector_length(v) or 0 for v in node.inputs), default=0) or None
+        n = max((vector_length(v) or 0 for v in node.inputs), default=0) or None
         if any(v.type.shape[0] is None for v in node.inputs):  # type: ignore[attr-defined]
             return None
     return n if n is not None and n > 1 else None
@@ -209,7 +204,7 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
         assert kind is not None
         kinds[node] = kind
         values = _value_inputs(node, kind)
-        shared = [v for v in values if _vector_length(v) == n]
+        shared = [v for v in values if vector_length(v) == n]
         candidates = [group_of[v.owner] for v in values if v.owner in group_of]
         candidates += [g for v in shared for g in readers.get(v, ())]
         candidates += reversed(by_length.get(n, [])[-_MAX_UNRELATED:])
@@ -438,10 +433,10 @@ def numba_small_dot_to_sum(node: Apply) -> list[Variable] | None:
     ):
         return None
     x, y = row.owner.inputs[0], col.owner.inputs[0]
-    n = _vector_length(x)
+    n = vector_length(x)
     if (
         n is None
-        or _vector_length(y) != n
+        or vector_length(y) != n
         or n > SMALL_MATMUL
         or {x.type.dtype, y.type.dtype, node.outputs[0].type.dtype} != {"float64"}  # type: ignore[attr-defined]
     ):
@@ -460,269 +455,7 @@ def numba_loop_fusion(inputs: list[Variable], outputs: list[Variable]) -> list[V
     return fuse_loops(inputs, outputs)
 
 
-# --- code generation ----------------------------------------------------------------------
-
-
-@numba_funcify.register(FusedLoop)
-def numba_funcify_FusedLoop(op: FusedLoop, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
-    """Write the inner graph as one loop over ``op.length`` (a function of its own)."""
-    outline(ctx, lambda sub: _write_loop(op, sub))
-
-
-def _write_loop(op: FusedLoop, ctx: CodeContext) -> None:
-    n = op.length
-    inner_inputs = list(op.inner_inputs)
-    outputs = dict(zip(op.inner_outputs, ctx.outputs, strict=True))
-    vector_math = n >= LONG_LOOP
-    j = ctx.fresh("j")
-    lines = _Lines()
-    before, body = lines.before, lines.body
-    folds: list[_Fold] = []
-    indexed = False  # whether the loop gathers or scatters (it is then not SIMD code)
-    arrays: dict[Variable, str] = dict(zip(inner_inputs, ctx.inputs, strict=True))
-    values: dict[Variable, str] = {}
-    for k, v in enumerate(inner_inputs):
-        if k in ctx.scalars:
-            values[v] = ctx.inputs[k]
-
-    def value(v: Variable) -> str:
-        """Return the value of ``v`` at the loop position (read into a local once)."""
-        nonlocal indexed
-        found = values.get(v)
-        if found is not None:
-            return found
-        if isinstance(v, Constant):
-            return literal(v.data.reshape(-1)[0], v.data.dtype.name)
-        k = inner_inputs.index(v)  # type: ignore[arg-type]
-        name = ctx.fresh("a")
-        t = v.type
-        assert isinstance(t, TensorType)
-        if k in ctx.gathers:
-            indexed = True
-            x = ctx.inputs[k]
-            size = f"{x}.shape[0]"
-            g, checks = _checked_index(ctx, f"{ctx.gathers[k]}[{j}]", size, "AdvancedSubtensor1")
-            body.extend([*checks, f"{name} = {x}[{g}]"])
-        elif t.ndim == 0:
-            before.append(f"{name} = {arrays[v]}[()]")
-        elif t.broadcastable == (True,):
-            before.append(f"{name} = {arrays[v]}[0]")
-        else:
-            if t.shape[0] is None:  # Numba checks no bounds: check the length once
-                message = (
-                    f"{op}: an input has a different length than the loop's {n}; kiln "
-                    "broadcasts only dimensions whose static length is 1"
-                )
-                before.append(f"if {arrays[v]}.shape[0] != {n}:")
-                before.append(f"    raise ShapeMismatchError({message!r})")
-            body.append(f"{name} = {arrays[v]}[{j}]")
-        values[v] = name
-        return name
-
-    checked_indices: dict[tuple[str, str], str] = {}
-
-    def checked(idx_var: Variable, size: str, label: str) -> str:
-        """Return the index ``idx_var`` checked as one into ``size`` elements (once per pair).
-
-        Constant indices known to be in bounds (and not negative) need no check.
-        """
-        idx = value(idx_var)
-        if size.isdigit() and idx_var in inner_inputs:
-            outer = ctx.node.inputs[inner_inputs.index(idx_var)]  # type: ignore[arg-type]
-            if _constant_in_bounds(outer, int(size)):
-                return idx
-        found = checked_indices.get((idx, size))
-        if found is None:
-            found, checks = _checked_index(ctx, idx, size, label)
-            body.extend(checks)
-            checked_indices[(idx, size)] = found
-        return found
-
-    for inner in toposort(list(op.inner_outputs), stop_at=inner_inputs):
-        kind = loop_kind(inner)
-        (out,) = inner.outputs
-        out_t = out.type
-        assert isinstance(out_t, TensorType)
-        if kind == MAP:
-            values[out] = _map_value(
-                inner, [value(v) for v in inner.inputs], body, ctx, vector_math
-            )
-            if out in outputs:
-                before.append(f"{outputs[out]} = np.empty(({n}, ), dtype={np_dtype(out_t.dtype)})")
-                body.append(f"{outputs[out]}[{j}] = {values[out]}")
-        elif kind == GATHER:
-            indexed = True
-            x, idx = inner.inputs
-            name = ctx.fresh("a")
-            g = checked(idx, _length(arrays[x], x), str(inner.op))
-            body.append(f"{name} = {arrays[x]}[{g}]")
-            values[out] = name
-            if out in outputs:
-                before.append(f"{outputs[out]} = np.empty(({n}, ), dtype={np_dtype(out_t.dtype)})")
-                body.append(f"{outputs[out]}[{j}] = {name}")
-        elif kind == REDUCE:
-            args = [value(v) for v in inner.inputs]
-            folds.append(_fold(inner, args, outputs[out], lines, ctx, vector_math))
-        else:
-            indexed = True
-            x, y, idx = inner.inputs
-            target = outputs[out] if out in outputs else ctx.fresh("t")
-            before.append(f"{target} = np.copy({arrays[x]})")
-            set_ = inner.op.set_instead_of_inc  # type: ignore[attr-defined]
-            g = checked(idx, _length(target, x), str(inner.op))
-            body.append(f"{target}[{g}] {'=' if set_ else '+='} {value(y)}")
-    two_pass = bool(folds) and not indexed and calls_vector_math(body)
-    ctx.emit("\n".join(_place_folds(lines, folds, n, j, two_pass, ctx)))
-
-
-def _index_error(ctx: CodeContext) -> str:
-    module = "kiln_numba._subtensor_kernels"
-    return ctx.helper(
-        f"{module}.index_error", lambda alias: f"from {module} import index_error as {alias}"
-    )
-
-
-def _length(name: str, v: Variable) -> str:
-    """Return the length of the vector ``v`` (named ``name``): a literal when static.
-
-    Equal literal bounds let LLVM merge the checks of one index against several vectors.
-    """
-    n = _vector_length(v)
-    return str(n) if n is not None else f"{name}.shape[0]"
-
-
-def _constant_in_bounds(v: Variable, size: int) -> bool:
-    """Whether ``v`` is a constant of integer indices in ``[0, size)``."""
-    if not isinstance(v, Constant) or v.data.dtype.kind not in "iu" or v.data.size == 0:
-        return False
-    return bool(v.data.min() >= 0 and v.data.max() < size)
-
-
-def _checked_index(ctx: CodeContext, idx: str, size: str, label: str) -> tuple[str, list[str]]:
-    """Return the name of ``idx`` as an index into ``size`` elements, and its statements.
-
-    Negative indices wrap; out of bounds raises the VM's error.
-    """
-    k = ctx.fresh("g")
-    index_error = _index_error(ctx)
-    return k, [
-        f"{k} = np.int64({idx})",
-        f"if {k} < -{size} or {k} >= {size}:",
-        f"    {index_error}({k}, {size}, 0, {label!r})",
-        f"if {k} < 0:",
-        f"    {k} += {size}",
-    ]
-
-
-def _scalar_program(
-    op: object,
-    args: list[str],
-    in_dtypes: list[str],
-    out_dtype: str,
-    body: list[str],
-    ctx: CodeContext,
-    vector_math: bool,
-) -> str:
-    """Append the statements of ``op`` (a ScalarOp or Composite) on ``args``; return its value."""
-    if isinstance(op, Composite):
-        steps, results = composite_statements(op, args, in_dtypes, ctx.fresh, vector_math)
-        body.extend(steps)
-        return results[0]
-    name = ctx.fresh("e")
-    body.append(f"{name} = {scalar_expr(op, args, out_dtype, in_dtypes, vector_math)}")  # type: ignore[arg-type]
-    return name
-
-
-def _map_value(
-    node: Apply, args: list[str], body: list[str], ctx: CodeContext, vector_math: bool
-) -> str:
-    op = node.op
-    assert isinstance(op, Elemwise)
-    in_dtypes = [v.type.dtype for v in node.inputs]  # type: ignore[attr-defined]
-    out_dtype = node.outputs[0].type.dtype  # type: ignore[attr-defined]
-    return _scalar_program(op.scalar_op, args, in_dtypes, out_dtype, body, ctx, vector_math)
-
-
-class _Lines:
-    """The statements of a fused loop: before it, in its body, after it."""
-
-    def __init__(self) -> None:
-        self.before: list[str] = []
-        self.body: list[str] = []
-        self.after: list[str] = []
-
-
-class _Fold:
-    """A reduction member's accumulator and the value it folds at the loop position."""
-
-    def __init__(self, ctx: CodeContext, kind: str, pre_dtype: str, acc_dtype: str) -> None:
-        self.kind, self.acc_dtype = kind, acc_dtype
-        self.is_float = np.dtype(pre_dtype).kind == "f"
-        self.acc, self.elem, self.buf = ctx.fresh("acc"), ctx.fresh("x"), ctx.fresh("buf")
-        self.marker = f"<fold {self.acc}>"
-
-
-def _fold(
-    node: Apply,
-    args: list[str],
-    result: str,
-    lines: _Lines,
-    ctx: CodeContext,
-    vector_math: bool,
-) -> _Fold:
-    """Write a reduction member: its accumulator, the value it folds, its result after.
-
-    The body gets a marker where the value is folded (see :func:`_place_folds`).
-    """
-    op = node.op
-    out_dtype = node.outputs[0].type.dtype  # type: ignore[attr-defined]
-    in_dtypes = [v.type.dtype for v in node.inputs]  # type: ignore[attr-defined]
-    if isinstance(op, FusedReduce):
-        pre_dtype = op.scalar_op.output_dtype(*in_dtypes)
-        v = _scalar_program(op.scalar_op, args, in_dtypes, pre_dtype, lines.body, ctx, vector_math)
-    else:
-        pre_dtype, v = in_dtypes[0], args[0]
-    kind = op.kind  # type: ignore[attr-defined]
-    acc_dtype = "float64" if kind == "sum" and out_dtype == "float32" else out_dtype
-    fold = _Fold(ctx, kind, pre_dtype, acc_dtype)
-    lines.before.append(f"{fold.acc} = {identity(kind, acc_dtype)}")
-    lines.body.append(f"{fold.elem} = {value_cast(v, pre_dtype, acc_dtype, kind)}")
-    lines.body.append(fold.marker)
-    lines.after.append(f"{result} = np.empty((), dtype={np_dtype(out_dtype)})")
-    lines.after.append(f"{result}[()] = {value_cast(fold.acc, acc_dtype, out_dtype, kind)}")
-    return fold
-
-
-def _place_folds(
-    lines: _Lines, folds: list[_Fold], n: int, j: str, two_pass: bool, ctx: CodeContext
-) -> list[str]:
-    """Return the loop's statements, each fold in the loop or in a second loop.
-
-    With ``two_pass``, the loop stores the folded values in buffers and a second loop
-    folds them in the same order (the results are the same to the bit): a loop that
-    folds into a scalar accumulator does not become SIMD code, a loop that only
-    computes and stores values does (see :func:`kiln_numba.reduce._two_pass_sum`).
-    """
-    by_marker = {f.marker: f for f in folds}
-    body: list[str] = []
-    for line in lines.body:
-        fold = by_marker.get(line)
-        if fold is None:
-            body.append(line)
-        elif two_pass:
-            body.append(f"{fold.buf}[{j}] = {fold.elem}")
-        else:
-            body.extend(combine(fold.kind, fold.acc, fold.elem, fold.is_float))
-    before = list(lines.before)
-    second: list[str] = []
-    if two_pass:
-        k = ctx.fresh("k")
-        second.append(f"for {k} in range({n}):")
-        for fold in folds:
-            before.append(f"{fold.buf} = np.empty({n}, dtype={np_dtype(fold.acc_dtype)})")
-            value = f"{fold.buf}[{k}]"
-            second += ["    " + s for s in combine(fold.kind, fold.acc, value, fold.is_float)]
-    return [*before, f"for {j} in range({n}):", *("    " + s for s in body), *second, *lines.after]
-
-
-__all__ = ["FusedLoop", "fuse_loops", "loop_kind", "numba_loop_fusion"]
+__all__ = [
+    "GATHER", "MAP", "REDUCE", "SCATTER", "FusedLoop", "fuse_loops", "loop_kind",
+    "numba_loop_fusion", "vector_length",
+]  # fmt: skip

@@ -22,7 +22,7 @@ class NormalRV(RandomVariable):
 
     name, signature, dtype = "normal", "(),()->()", "float64"
     params = ("mu", "sigma")
-    constraints = (("sigma >= 0", "sigma must be >= 0"),)
+    constraints = (("sigma > 0", "sigma must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, mu: float, sigma: float) -> float:
@@ -37,7 +37,7 @@ class HalfNormalRV(RandomVariable):
 
     name, signature, dtype = "halfnormal", "()->()", "float64"
     params = ("sigma",)
-    constraints = (("sigma >= 0", "sigma must be >= 0"),)
+    constraints = (("sigma > 0", "sigma must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, sigma: float) -> float:
@@ -52,7 +52,7 @@ class LogNormalRV(RandomVariable):
 
     name, signature, dtype = "lognormal", "(),()->()", "float64"
     params = ("mu", "sigma")
-    constraints = (("sigma >= 0", "sigma must be >= 0"),)
+    constraints = (("sigma > 0", "sigma must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, mu: float, sigma: float) -> float:
@@ -82,7 +82,7 @@ class ExponentialRV(RandomVariable):
 
     name, signature, dtype = "exponential", "()->()", "float64"
     params = ("scale",)
-    constraints = (("scale >= 0", "scale must be >= 0"),)
+    constraints = (("scale > 0", "scale must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, scale: float) -> float:
@@ -145,7 +145,7 @@ class StudentTRV(RandomVariable):
 
     name, signature, dtype = "studentt", "(),(),()->()", "float64"
     params = ("nu", "mu", "sigma")
-    constraints = (("nu > 0", "nu must be > 0"), ("sigma >= 0", "sigma must be >= 0"))
+    constraints = (("nu > 0", "nu must be > 0"), ("sigma > 0", "sigma must be > 0"))
 
     @staticmethod
     def core_fn(rng: Generator, nu: float, mu: float, sigma: float) -> float:
@@ -160,7 +160,7 @@ class HalfStudentTRV(RandomVariable):
 
     name, signature, dtype = "halfstudentt", "(),()->()", "float64"
     params = ("nu", "sigma")
-    constraints = (("nu > 0", "nu must be > 0"), ("sigma >= 0", "sigma must be >= 0"))
+    constraints = (("nu > 0", "nu must be > 0"), ("sigma > 0", "sigma must be > 0"))
 
     @staticmethod
     def core_fn(rng: Generator, nu: float, sigma: float) -> float:
@@ -175,7 +175,7 @@ class CauchyRV(RandomVariable):
 
     name, signature, dtype = "cauchy", "(),()->()", "float64"
     params = ("alpha", "beta")
-    constraints = (("beta >= 0", "beta must be >= 0"),)
+    constraints = (("beta > 0", "beta must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, alpha: float, beta: float) -> float:
@@ -190,7 +190,7 @@ class HalfCauchyRV(RandomVariable):
 
     name, signature, dtype = "halfcauchy", "()->()", "float64"
     params = ("beta",)
-    constraints = (("beta >= 0", "beta must be >= 0"),)
+    constraints = (("beta > 0", "beta must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, beta: float) -> float:
@@ -205,7 +205,7 @@ class LaplaceRV(RandomVariable):
 
     name, signature, dtype = "laplace", "(),()->()", "float64"
     params = ("mu", "b")
-    constraints = (("b >= 0", "b must be >= 0"),)
+    constraints = (("b > 0", "b must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, mu: float, b: float) -> float:
@@ -220,7 +220,7 @@ class LogisticRV(RandomVariable):
 
     name, signature, dtype = "logistic", "(),()->()", "float64"
     params = ("mu", "s")
-    constraints = (("s >= 0", "s must be >= 0"),)
+    constraints = (("s > 0", "s must be > 0"),)
 
     @staticmethod
     def core_fn(rng: Generator, mu: float, s: float) -> float:
@@ -235,7 +235,7 @@ class WeibullRV(RandomVariable):
 
     name, signature, dtype = "weibull", "(),()->()", "float64"
     params = ("alpha", "beta")
-    constraints = (("alpha > 0", "alpha must be > 0"), ("beta >= 0", "beta must be >= 0"))
+    constraints = (("alpha > 0", "alpha must be > 0"), ("beta > 0", "beta must be > 0"))
 
     @staticmethod
     def core_fn(rng: Generator, alpha: float, beta: float) -> float:

@@ -217,6 +217,21 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
                 known.setdefault(dim, (n, i))
         return tuple(known[d][0] if d in known else None for d in self.output_sig)
 
+    def conditions(self, **params: Any) -> list[Any]:
+        """Return the constraints on ``params`` (graph variables) as boolean variables.
+
+        The one statement of each parameter's constraint: the draws check
+        :attr:`constraints` on values, and a distribution's log-density bounds its
+        result with these (``-inf`` where one fails). Every constraint over the given
+        parameters is returned; one naming a parameter not given is left out.
+        """
+        out = []
+        for expr, _ in self.constraints:
+            names = _names(expr)
+            if all(n in params for n in names):
+                out.append(eval(expr, {"__builtins__": {}}, {n: params[n] for n in names}))  # noqa: S307
+        return out
+
     def _check_constant_params(self, tensors: Sequence[TensorVariable]) -> None:
         """Raise at build time when constant parameters break a constraint."""
         by_name = dict(zip(self.params, tensors, strict=True))

@@ -71,6 +71,55 @@ def _fit(replacement: Variable, original: Variable, rewrite: Rewrite) -> Variabl
     return out
 
 
+class _Firing:
+    """The rules tried on each node, and how often they fired (bounded, for loops)."""
+
+    def __init__(self, rules: Sequence[Rewrite], stats: RewriteStats | None, bound: int) -> None:
+        self.by_type, self.generic = _index(rules)
+        self.stats = stats
+        self.bound = bound
+        self.fired: Counter[str] = Counter()
+        self.n_applied = 0
+
+    def rules_for(self, node: Apply) -> list[Rewrite]:
+        """Return the rules tracking ``node``'s op (or its scalar op), then the generic ones."""
+        found: list[Rewrite] = []
+        for key in tracked_key(node.op):
+            found.extend(self.by_type.get(key, ()))
+        found.extend(self.generic)
+        return found
+
+    def first(self, node: Apply) -> tuple[list[Variable] | None, str]:
+        """Return the first firing rule's replacement of ``node``'s outputs, and its name."""
+        stats = self.stats
+        for rule in self.rules_for(node):
+            start = time.perf_counter() if stats is not None else 0.0
+            result = rule.fn(node)
+            if stats is not None:
+                stats.record_try(rule.name, time.perf_counter() - start, result is not None)
+            if result is None:
+                continue
+            new_outs = [result] if isinstance(result, Variable) else list(result)
+            if len(new_outs) != len(node.outputs):
+                raise RewriteTypeError(
+                    f"rewrite {rule.name!r} returned {len(new_outs)} replacements for "
+                    f"{len(node.outputs)} outputs"
+                )
+            if all(a is b for a, b in zip(new_outs, node.outputs, strict=True)):
+                continue
+            replacement = [_fit(r, o, rule) for r, o in zip(new_outs, node.outputs, strict=True)]
+            self.fired[rule.name] += 1
+            self.n_applied += 1
+            if self.n_applied > self.bound:
+                top = ", ".join(f"{n} ({c}x)" for n, c in self.fired.most_common(5))
+                raise RewriteLoopError(
+                    f"rewrites applied more than {self.bound} times without reaching a fixed "
+                    f"point; the rewrites that kept firing: {top}"
+                )
+            return replacement, rule.name
+        return None, ""
+
+
 def rewrite_graph(
     outputs: Sequence[Variable],
     rules: Sequence[Rewrite],
@@ -83,24 +132,14 @@ def rewrite_graph(
     per-rewrite application counts and times.
     """
     outs = as_variable_list(outputs)
-    by_type, generic = _index(rules)
+    bound = max_applications
+    if bound is None:
+        bound = 1000 + 50 * len(toposort(outs))
+    firing = _Firing(rules, stats, bound)
     memo: dict[Variable, Variable] = {}
     redirect: dict[Variable, Variable] = {}
     redirect_rule: dict[Variable, str] = {}
     following: set[Variable] = set()
-    fired: Counter[str] = Counter()
-    n_applied = 0
-    bound = max_applications
-    if bound is None:
-        bound = 1000 + 50 * len(toposort(outs))
-
-    def rules_for(node: Apply) -> list[Rewrite]:
-        found: list[Rewrite] = []
-        for key in tracked_key(node.op):
-            found.extend(by_type.get(key, ()))
-        found.extend(generic)
-        return found
-
     for root in outs:
         stack = [root]
         while stack:
@@ -136,36 +175,7 @@ def rewrite_graph(
                 new_node = node
             else:
                 new_node = node.op.make_node(*new_inputs)
-            replacement = None
-            fired_name = ""
-            for rule in rules_for(new_node):
-                start = time.perf_counter() if stats is not None else 0.0
-                result = rule.fn(new_node)
-                if stats is not None:
-                    stats.record_try(rule.name, time.perf_counter() - start, result is not None)
-                if result is None:
-                    continue
-                new_outs = [result] if isinstance(result, Variable) else list(result)
-                if len(new_outs) != len(new_node.outputs):
-                    raise RewriteTypeError(
-                        f"rewrite {rule.name!r} returned {len(new_outs)} replacements for "
-                        f"{len(new_node.outputs)} outputs"
-                    )
-                if all(a is b for a, b in zip(new_outs, new_node.outputs, strict=True)):
-                    continue
-                replacement = [
-                    _fit(r, o, rule) for r, o in zip(new_outs, new_node.outputs, strict=True)
-                ]
-                fired_name = rule.name
-                fired[rule.name] += 1
-                n_applied += 1
-                if n_applied > bound:
-                    top = ", ".join(f"{n} ({c}x)" for n, c in fired.most_common(5))
-                    raise RewriteLoopError(
-                        f"rewrites applied more than {bound} times without reaching a fixed "
-                        f"point; the rewrites that kept firing: {top}"
-                    )
-                break
+            replacement, fired_name = firing.first(new_node)
             if replacement is None:
                 for o, o2 in zip(node.outputs, new_node.outputs, strict=True):
                     memo[o] = o2

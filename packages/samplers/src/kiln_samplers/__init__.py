@@ -12,18 +12,23 @@ Gradient-free step methods over entries of the flat vector (:class:`Metropolis`,
 with :func:`sample_steps`.
 """
 
+from kiln_samplers._c_nuts import ArtifactStore as ArtifactStore
+from kiln_samplers._c_nuts import use_kernel_store as use_kernel_store
 from kiln_samplers._compound import NUTS as NUTS
 from kiln_samplers._compound import CompoundStep as CompoundStep
 from kiln_samplers._compound import sample_steps as sample_steps
 from kiln_samplers._demetropolis import DEMetropolis as DEMetropolis
 from kiln_samplers._demetropolis import DEMetropolisZ as DEMetropolisZ
+from kiln_samplers._discrete_steps import BinaryMetropolis as BinaryMetropolis
+from kiln_samplers._discrete_steps import CategoricalGibbsMetropolis as CategoricalGibbsMetropolis
 from kiln_samplers._jax_nuts import sample_blackjax as sample_blackjax
 from kiln_samplers._jax_nuts import sample_numpyro as sample_numpyro
 from kiln_samplers._nutpie import SUPPORTED_NUTPIE_VERSIONS as SUPPORTED_NUTPIE_VERSIONS
-from kiln_samplers._nutpie import UnsupportedNutpieError as UnsupportedNutpieError
 from kiln_samplers._nutpie import import_nutpie as import_nutpie
 from kiln_samplers._nutpie import nutpie_options as nutpie_options
+from kiln_samplers._nutpie import nutpie_private_api as nutpie_private_api
 from kiln_samplers._nutpie import sample_nutpie as sample_nutpie
+from kiln_samplers._nutpie_internals import NutpieVersionWarning as NutpieVersionWarning
 from kiln_samplers._nuts import STAT_NAMES as STAT_NAMES
 from kiln_samplers._nuts import ChainState as ChainState
 from kiln_samplers._nuts import NutsSettings as NutsSettings
@@ -44,8 +49,6 @@ from kiln_samplers._sample import Trace as Trace
 from kiln_samplers._sample import chain_seeds as chain_seeds
 from kiln_samplers._sample import map_draws as map_draws
 from kiln_samplers._sample import sample_nuts as sample_nuts
-from kiln_samplers._steps import BinaryMetropolis as BinaryMetropolis
-from kiln_samplers._steps import CategoricalGibbsMetropolis as CategoricalGibbsMetropolis
 from kiln_samplers._steps import Metropolis as Metropolis
 from kiln_samplers._steps import Slice as Slice
 from kiln_samplers._steps import Step as Step

@@ -4,10 +4,20 @@ The Numba kernel (:mod:`kiln_samplers._numba_nuts`) takes 3-5 s of Numba's typin
 LLVM the first time, and that compile is most of a cold ``kl.sample``. The same
 functions written in C take the system's C compiler about 0.3 s. The library is built
 once, in a background thread started by :func:`prefetch` (the compiler runs as another
-process, on another core, while the model compiles), and stored in
-``<cache root>/samplers/nuts-<digest>.so`` (the cache root is ``KILN_CACHE_DIR`` or
-``~/.cache/kiln``), written atomically with its SHA-256 beside it; a library whose
-digest does not match is built again.
+process, on another core, while the model compiles), and kept in the store given to
+:func:`use_kernel_store`: the umbrella ``kiln`` gives ``kiln_compile.DiskCache("samplers")``,
+so the kernel is an entry of kiln's disk cache (checksummed, written atomically,
+following ``config.cache_dir`` and ``config.cache``). The verified bytes are written to a
+file of this process's own, which is loaded and deleted. Without a store the kernel is
+built once per process.
+
+Two definitions of one algorithm, on purpose: ``_nuts_core.py`` (run by Python, and
+compiled by Numba where there is no C compiler) and ``_nuts_kernel.c``, written line
+by line after it. The C one pays for itself: about 0.3 s to build cold against 3-5 s of
+Numba's compile, the difference of a cold ``kl.sample``. The contract between them is
+the bit-exact test (``test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit``
+in ``packages/samplers/tests/test_nuts.py``): the same draws, statistics and generator
+state, to the bit. Change both together, and that test tells whether they still agree.
 
 The kernel calls the model's native log-density (a function of the signature
 ``LOGP_GRAD_SIGNATURE``) at the entry point the model gives as
@@ -35,10 +45,9 @@ import sys
 import sysconfig
 import tempfile
 import threading
-import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,10 +61,6 @@ _f8 = ctypes.c_double
 _i8 = ctypes.c_int64
 _i4 = ctypes.c_int32
 _p = ctypes.c_void_p
-
-
-def _cache_root() -> Path:
-    return Path(os.environ.get("KILN_CACHE_DIR") or Path.home() / ".cache" / "kiln")
 
 
 def _compiler() -> str | None:
@@ -75,80 +80,71 @@ def _npyrandom() -> Path:
     return Path(np.random.__file__).parent / "lib" / "libnpyrandom.a"
 
 
-def _library_path(compiler: str) -> Path:
-    """Return the library's path: a digest of the source, compiler, flags, NumPy, machine."""
+class ArtifactStore(Protocol):
+    """Where the built kernel is kept between processes: checksummed, written atomically.
+
+    ``kiln_compile.DiskCache("samplers")`` is one (the umbrella ``kiln`` installs it with
+    :func:`use_kernel_store`, so the kernel follows ``config.cache_dir`` and ``config.cache``).
+    """
+
+    def get(self, key: str) -> bytes | None:
+        """Return the bytes stored under ``key`` (verified), or None."""
+        ...
+
+    def put(self, key: str, payload: bytes) -> bool:
+        """Store ``payload`` under ``key``; return whether it was written."""
+        ...
+
+
+#: The store of built kernels (None: the kernel is built once per process).
+_store: ArtifactStore | None = None
+
+
+def use_kernel_store(store: ArtifactStore | None) -> None:
+    """Keep the built C kernel in ``store`` (None: build it once per process)."""
+    global _store
+    _store = store
+
+
+def _library_key(compiler: str) -> str:
+    """Return the kernel's key: a digest of the source, compiler, flags, NumPy, machine."""
     key = hashlib.sha256()
     for part in (_SOURCE.read_bytes(), compiler.encode(), " ".join(_FLAGS).encode()):
         key.update(part)
     key.update(f"{np.__version__} {platform.machine()} {sys.platform}".encode())
-    return _cache_root() / "samplers" / f"nuts-{key.hexdigest()[:16]}.so"
+    return key.hexdigest()
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _is_valid(path: Path) -> bool:
-    """Whether ``path`` exists with the digest written beside it when it was built."""
-    try:
-        return path.with_suffix(".sha256").read_text().strip() == _digest(path)
-    except OSError:
-        return False
-
-
-def _build(compiler: str, path: Path) -> Path | None:
-    """Compile the kernel into ``path`` (atomically); return where it is, or None.
-
-    A cache folder that cannot be written gets the library in a temporary folder (it
-    then lasts as long as this process).
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        folder = path.parent
-        probe = tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-")
-        probe.close()
-    except OSError:
-        folder = Path(tempfile.mkdtemp(prefix="kiln-nuts-"))
-        path = folder / path.name
-    _remove_stale_temporaries(folder)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".nuts-", suffix=".so")
-    os.close(fd)
-    command = [
-        compiler, *_FLAGS, f"-I{np.get_include()}", str(_SOURCE), str(_npyrandom()), "-lm",
-        "-o", tmp,
-    ]  # fmt: skip
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S, check=False
-        )
-        if done.returncode != 0:
-            raise OSError(done.stderr.strip()[-2000:])
-        digest = _digest(Path(tmp))
-        fd, tmp_digest = tempfile.mkstemp(dir=folder, prefix=".nuts-", suffix=".sha256")
-        with os.fdopen(fd, "w") as f:
-            f.write(digest)
-        os.replace(tmp, path)
-        os.replace(tmp_digest, path.with_suffix(".sha256"))
-    except (OSError, subprocess.SubprocessError) as exc:
-        Path(tmp).unlink(missing_ok=True)
-        _state.error = f"compiling {_SOURCE.name} failed: {exc}"
-        return None
-    return path
-
-
-#: A build's temporary file older than this was left by a process that died building.
-_STALE_S = 3600.0
-
-
-def _remove_stale_temporaries(folder: Path) -> None:
-    """Delete the temporary files of builds that never finished (a killed process)."""
-    cutoff = time.time() - _STALE_S
-    for tmp in folder.glob(".nuts-*"):
+def _build(compiler: str) -> bytes | None:
+    """Return the kernel compiled into a shared library (its bytes), or None."""
+    with tempfile.TemporaryDirectory(prefix="kiln-nuts-") as folder:
+        out = Path(folder) / "nuts.so"
+        command = [
+            compiler, *_FLAGS, f"-I{np.get_include()}", str(_SOURCE), str(_npyrandom()), "-lm",
+            "-o", str(out),
+        ]  # fmt: skip
         try:
-            if tmp.stat().st_mtime < cutoff:
-                tmp.unlink()
-        except OSError:  # another process removed or renamed it
-            pass
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S, check=False
+            )
+            if done.returncode != 0:
+                raise OSError(done.stderr.strip()[-2000:])
+            return out.read_bytes()
+        except (OSError, subprocess.SubprocessError) as exc:
+            _state.error = f"compiling {_SOURCE.name} failed: {exc}"
+            return None
+
+
+def _private_copy(payload: bytes) -> Path:
+    """Write verified library bytes to a file of this process's own, to be loaded.
+
+    The file is what the loader maps, so it is written from the bytes the store
+    verified (nothing another process can change between the check and the load).
+    """
+    fd, name = tempfile.mkstemp(prefix="kiln-nuts-", suffix=".so")
+    with os.fdopen(fd, "wb") as f:
+        f.write(payload)
+    return Path(name)
 
 
 class _State:
@@ -172,8 +168,16 @@ def _find_or_build() -> None:
     if not _npyrandom().is_file():
         _state.error = f"NumPy's {_npyrandom()} is missing"
         return
-    path = _library_path(compiler)
-    _state.path = path if _is_valid(path) else _build(compiler, path)
+    key = _library_key(compiler)
+    store = _store
+    payload = store.get(key) if store is not None else None
+    if payload is None:
+        payload = _build(compiler)
+        if payload is None:
+            return
+        if store is not None:
+            store.put(key, payload)
+    _state.path = _private_copy(payload)
 
 
 def prefetch() -> bool:
@@ -202,6 +206,8 @@ def library() -> Any:
             except OSError as exc:
                 _state.error = f"loading {_state.path} failed: {exc}"
                 return None
+            finally:
+                _state.path.unlink(missing_ok=True)  # mapped (or useless): not needed
             lib.kiln_nuts_sample_chunk.restype = _f8
             lib.kiln_nuts_sample_chunk.argtypes = (
                 _p, _p, _i8, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,

@@ -106,33 +106,47 @@ _ADAPTATIONS = ("diag", "draw_diag", "low_rank")
 _ALIASES = {"max_treedepth": "maxdepth"}
 
 
-class UnsupportedNutpieError(ImportError):
-    """The installed nutpie is not a version this adapter supports."""
+_warned_versions: set[str] = set()
+
+
+def nutpie_private_api(version: str | None = None) -> bool:
+    """Whether the adapter drives nutpie's private API (a checked version) here.
+
+    Another version is sampled through nutpie's public API, with one
+    :class:`~kiln_samplers._nutpie_internals.NutpieVersionWarning` per version.
+    """
+    version = version or importlib.metadata.version("nutpie")
+    if nutpie_internals.supported(version):
+        return True
+    if version not in _warned_versions:
+        _warned_versions.add(version)
+        warnings.warn(
+            f"nutpie {version} is installed; kiln's nutpie adapter was checked on "
+            f"{SUPPORTED_NUTPIE_VERSIONS} (it drives nutpie's private nutpie._lib there). It "
+            "uses nutpie's public API instead: nutpie calls the model back through Python "
+            "(slower than the compiled callbacks); the draws are valid. For the fast path: "
+            f"pip install '{SUPPORTED_NUTPIE_VERSIONS}'",
+            nutpie_internals.NutpieVersionWarning,
+            stacklevel=3,
+        )
+    return False
 
 
 def import_nutpie() -> ModuleType:
-    """Return the ``nutpie`` module, after checking that its version is supported.
+    """Return the ``nutpie`` module.
 
     Raises
     ------
     ImportError
         If nutpie is not installed.
-    UnsupportedNutpieError
-        If its version is not in :data:`SUPPORTED_NUTPIE_VERSIONS`.
     """
-    pin = SUPPORTED_NUTPIE_VERSIONS
     try:
-        version = importlib.metadata.version("nutpie")
+        importlib.metadata.version("nutpie")
     except importlib.metadata.PackageNotFoundError:
         raise ImportError(
-            f"nuts_sampler='nutpie' needs the package nutpie: pip install '{pin}'"
+            "nuts_sampler='nutpie' needs the package nutpie: "
+            f"pip install '{SUPPORTED_NUTPIE_VERSIONS}'"
         ) from None
-    if not nutpie_internals.supported(version):
-        raise UnsupportedNutpieError(
-            f"nutpie {version} is installed; kiln's nutpie adapter supports {pin} (it "
-            "drives nutpie through its private nutpie._lib API, which changes between "
-            f"releases): pip install '{pin}'"
-        )
     return importlib.import_module("nutpie")
 
 
@@ -178,6 +192,8 @@ def nutpie_options(
             f"nuts_sampler_kwargs: adaptation={adaptation!r} is not supported; valid: "
             f"{list(_ADAPTATIONS)}"
         )
+    if not nutpie_private_api():
+        return sample_kwargs, options  # (nutpie.sample checks its settings itself)
     lib = nutpie_internals.private_lib(nutpie)
     kind = lib.PyNutsSettings.LowRank if adaptation == "low_rank" else lib.PyNutsSettings.Diag
     probe = kind(0)
@@ -334,6 +350,21 @@ class _NutpieModel:
 
         return expand
 
+    def public_model(self) -> Any:
+        """Return the model as nutpie's public API builds it (Python callbacks)."""
+        from nutpie.compiled_pyfunc import from_pyfunc
+
+        out = self._outputs
+        return from_pyfunc(
+            self.n_dim,
+            self._make_logp,
+            self._make_expand,
+            [np.dtype(np.float64)] * len(out.names),
+            [tuple(s) for s in out.shapes],
+            list(out.names),
+            make_initial_point_fn=self._init_point,
+        )
+
     def _make_sampler(
         self,
         settings: Any,
@@ -424,11 +455,13 @@ def sample_nutpie(
     outputs = _Outputs(model, x0)
     if native is not None:
         native.refresh()
-    driver = _NutpieModel(nutpie_internals.private_lib(nutpie), model, outputs, native)
+    private = nutpie_private_api()
+    lib = nutpie_internals.private_lib(nutpie) if private else None
+    driver = _NutpieModel(lib, model, outputs, native if private else None)
     start = time.perf_counter()
     try:
         raw = nutpie.sample(
-            driver,
+            driver if private else driver.public_model(),
             draws=draws,
             tune=tune,
             chains=chains,

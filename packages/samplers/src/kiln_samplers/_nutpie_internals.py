@@ -7,6 +7,10 @@ nutpie's own PyMC integration does, through ``nutpie._lib``: ``LogpFunc`` and
 
 They were read on the nutpie versions :data:`SUPPORTED` names (``pyproject.toml``'s
 ``kiln[nutpie]`` extra bounds nutpie the same way; constraints.txt pins the lowest).
+With another version the adapter uses nutpie's public API instead
+(``nutpie.compiled_pyfunc.from_pyfunc`` and ``nutpie.sample``: nutpie calls the model
+back through Python, its settings are checked by nutpie itself), with one
+:class:`NutpieVersionWarning`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from typing import Any
 
 #: nutpie versions (``>= first, < second``) whose ``nutpie._lib`` the adapter was checked on.
 SUPPORTED: tuple[tuple[int, ...], tuple[int, ...]] = ((0, 16, 11), (0, 17))
+
+
+class NutpieVersionWarning(UserWarning):
+    """The installed nutpie is not one kiln's nutpie adapter was checked on."""
 
 
 def _parse(version: str) -> tuple[int, ...] | None:

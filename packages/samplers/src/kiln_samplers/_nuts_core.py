@@ -3,8 +3,11 @@
 Plain Python in the subset Numba compiles: :mod:`kiln_samplers._numba_nuts` compiles
 these functions once (a model's log-density is a function-pointer argument, so one
 cached compile serves every model); the Python path runs them as they are, calling a
-Python callable. Either way ``fn(x, grad, user_data) -> logp`` writes the gradient of
-the log-density at ``x`` into ``grad``.
+Python callable. ``_nuts_kernel.c`` is the same algorithm written in C, line by line
+(:mod:`kiln_samplers._c_nuts`); the bit-exact test of ``test_nuts.py`` is the contract
+between the two: a change here is made there too, and that test checks they agree.
+Either way ``fn(x, grad, user_data) -> logp`` writes the gradient of the log-density at
+``x`` into ``grad``.
 
 The tree is built as in NumPyro's iterative NUTS: a subtree of 2**depth leapfrog
 steps is grown one leaf at a time from the end of the trajectory in a random
