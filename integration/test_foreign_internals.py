@@ -22,7 +22,7 @@ PUBLIC = {
     "jax": {"jax", "jax.numpy", "jax.random", "jax.scipy", "jax.scipy.special", "jax.lax",
             "jax.nn", "jax.lax.linalg", "jax.monitoring", "jax.tree_util", "jax.scipy.linalg",
             "jax.scipy.stats"},
-    "nutpie": {"nutpie"},
+    "nutpie": {"nutpie", "nutpie.compiled_pyfunc"},  # (from_pyfunc: nutpie's documented API)
 }  # fmt: skip
 #: Attributes only Numba's internals have (a dispatcher's cache, a library's LLVM module).
 PRIVATE_ATTRIBUTES = {
