@@ -10,7 +10,7 @@ from numba import njit
 
 import kiln_samplers as ks
 from kiln_compile import CacheWarning, DiskCache
-from kiln_numba.native import native_address
+from kiln_numba.native import model_call_source, native_address
 from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
@@ -39,6 +39,10 @@ class Gaussian:
 
     def initial_point(self, seed=None):
         return np.random.default_rng(seed).uniform(-1, 1, self.ndim)
+
+
+# kiln's C kernel calls the test models (Numba functions) through kiln_numba's model call.
+ks.use_model_call(model_call_source())
 
 
 @njit(ks.LOGP_GRAD_SIGNATURE)

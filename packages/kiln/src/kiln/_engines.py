@@ -139,6 +139,9 @@ def run_kiln(run: EngineRun) -> EngineResult:
     settings = kiln_samplers.NutsSettings(target_accept=run.target_accept, **options)
     start = time.perf_counter()
     if linker_name_of(run.mode) == "numba":
+        from kiln_numba.native import model_call_source
+
+        kiln_samplers.use_model_call(model_call_source())  # how the C kernel calls Numba's
         kiln_samplers.prefetch_native_kernel()  # on another core, while the model compiles
     compiled = run.model.logp_dlogp_function(mode=run.mode, jitter=run.jitter)
     native = None

@@ -41,7 +41,7 @@ class _LoopWriter:
     def __init__(self, op: FusedLoop, ctx: CodeContext) -> None:
         self.op, self.ctx, self.n = op, ctx, op.length
         self.inner_inputs = list(op.inner_inputs)
-        self.outputs = dict(zip(op.inner_outputs, ctx.outputs, strict=True))
+        self.outputs: dict[Variable, str] = dict(zip(op.inner_outputs, ctx.outputs, strict=True))
         self.vector_math = self.n >= LONG_LOOP
         self.j = ctx.fresh("j")
         self.lines = _Lines()

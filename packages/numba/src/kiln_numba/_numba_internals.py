@@ -16,7 +16,8 @@ compiles kiln's generated code; what makes it fast to load does not exist there:
   :func:`environment_of`, :func:`runtime_helpers`, :func:`load_extension`,
   :func:`make_function`);
 - a compiled function's native entry point, for kiln's C NUTS kernel (:func:`jit_address`:
-  ``numba.experimental.function_type._get_jit_address``);
+  ``numba.experimental.function_type._get_jit_address``), and the C function that calls
+  it in Numba's native calling convention (:data:`MODEL_CALL_C`);
 - the code-generation helpers of ``@intrinsic`` implementations (``numba.core.cgutils``,
   ``numba.core.imputils.impl_ret_borrowed``).
 
@@ -507,6 +508,37 @@ def as_dtype(numba_type: Any) -> Any:
     from numba.np.numpy_support import as_dtype as numba_as_dtype
 
     return numba_as_dtype(numba_type)
+
+
+#: ``kiln_model_call`` (the model call of kiln's C NUTS kernel) for a Numba function of
+#: ``float64(float64[::1], float64[::1], int64[::1])``: its native entry in Numba's
+#: calling convention (what Numba's own first-class function calls use) takes a pointer
+#: to the result, one to the exception info, then each array as its data-model fields
+#: (meminfo, parent, nitems, itemsize, data, shape, strides); it returns a status, not 0
+#: where the function raised.
+MODEL_CALL_C = r"""
+#include <stdint.h>
+#include <stddef.h>
+
+typedef int32_t (*kiln_numba_logp_grad)(
+    double *ret, void **excinfo,
+    void *x_meminfo, void *x_parent, int64_t x_nitems, int64_t x_itemsize, double *x_data,
+    int64_t x_shape, int64_t x_stride,
+    void *g_meminfo, void *g_parent, int64_t g_nitems, int64_t g_itemsize, double *g_data,
+    int64_t g_shape, int64_t g_stride,
+    void *u_meminfo, void *u_parent, int64_t u_nitems, int64_t u_itemsize, int64_t *u_data,
+    int64_t u_shape, int64_t u_stride);
+
+int32_t kiln_model_call(void *fn, double *x, double *grad, int64_t *user_data,
+                        int64_t user_data_len, int64_t n, double *logp) {
+    void *excinfo = NULL;
+    return ((kiln_numba_logp_grad)fn)(
+        logp, &excinfo,
+        NULL, NULL, n, 8, x, n, 8,
+        NULL, NULL, n, 8, grad, n, 8,
+        NULL, NULL, user_data_len, 8, user_data, user_data_len, 8);
+}
+"""
 
 
 def intrinsic_helpers() -> tuple[Any, Any]:

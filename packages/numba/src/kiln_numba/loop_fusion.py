@@ -179,7 +179,7 @@ def _loop_groups(nodes: list[Apply]) -> list[list[Apply]]:
     not join a group it depends on through a node outside it, so groups stay convex
     (and a node never joins a group that depends on it: its members come earlier).
     """
-    group_of: dict[Apply, int] = {}
+    group_of: dict[Apply | None, int] = {}
     kinds: dict[Apply, str] = {}
     lengths: list[int] = []
     members: list[list[Apply]] = []
@@ -258,7 +258,7 @@ def _may_join(
     node: Apply,
     kind: str,
     g: int,
-    group_of: dict[Apply, int],
+    group_of: dict[Apply | None, int],
     kinds: dict[Apply, str],
     deps: dict[Apply, int],
     gdeps: list[int],

@@ -68,6 +68,7 @@ __all__ = [
     "LibraryWrapper",
     "NativeExpand",
     "NativeLogpGrad",
+    "model_call_source",
     "native_address",
     "native_expand",
     "native_logp_grad",
@@ -269,6 +270,15 @@ class NativeLogpGrad(_NativeWrapper):
         then go through Numba.
         """
         return native_address(self.fn)
+
+
+def model_call_source() -> str | None:
+    """Return the C source of ``kiln_model_call`` for the entry points :func:`native_address` gives.
+
+    kiln's C NUTS kernel compiles it in (``kiln_samplers.use_model_call``) and calls the
+    model through it. None where Numba's internals are not usable here.
+    """
+    return _internals.MODEL_CALL_C if _internals.version_supported() else None
 
 
 def native_address(fn: Any) -> int | None:

@@ -14,6 +14,7 @@ with :func:`sample_steps`.
 
 from kiln_samplers._c_nuts import ArtifactStore as ArtifactStore
 from kiln_samplers._c_nuts import use_kernel_store as use_kernel_store
+from kiln_samplers._c_nuts import use_model_call as use_model_call
 from kiln_samplers._compound import NUTS as NUTS
 from kiln_samplers._compound import CompoundStep as CompoundStep
 from kiln_samplers._compound import sample_steps as sample_steps

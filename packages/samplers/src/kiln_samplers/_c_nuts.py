@@ -21,8 +21,9 @@ state, to the bit. Change both together, and that test tells whether they still 
 
 The kernel calls the model's native log-density (a function of the signature
 ``LOGP_GRAD_SIGNATURE``) at the entry point the model gives as
-``NativeLogpGrad.native_address``, in the calling convention kiln_numba's native
-wrappers have (Numba's; kiln_numba finds the address, this package knows no Numba).
+``NativeLogpGrad.native_address``, through ``kiln_model_call``, a plain C function whose
+source the model's backend gives (:func:`use_model_call`; kiln_numba's calls Numba's
+native calling convention): this package knows no backend's ABI.
 Before a chain uses it, :func:`sample_chunk_for` calls the model once that way and once
 from Python, and uses the C kernel only when both give the same log-density and
 gradient to the bit (an entry of another calling convention fails that check).
@@ -106,22 +107,49 @@ def use_kernel_store(store: ArtifactStore | None) -> None:
     _store = store
 
 
-def _library_key(compiler: str) -> str:
-    """Return the kernel's key: a digest of the source, compiler, flags, NumPy, machine."""
+#: The C source defining ``kiln_model_call`` (how the kernel calls a model's native
+#: log-density), given by the model's backend; None: no C kernel.
+_model_call: str | None = None
+
+
+def use_model_call(source: str | None) -> None:
+    """Compile the C kernel with ``source``, which defines ``kiln_model_call``.
+
+    ``int32_t kiln_model_call(void *fn, double *x, double *grad, int64_t *user_data,
+    int64_t user_data_len, int64_t n, double *logp)`` calls the model's log-density at
+    its native entry point ``fn`` (``NativeLogpGrad.native_address``), writes the gradient
+    and ``*logp``, and returns 0 (not 0: the model raised). The backend that made the
+    entry point knows its calling convention and gives this source (the umbrella passes
+    ``kiln_numba.native.model_call_source()``): this package knows none. Set it before
+    the kernel is built (before :func:`prefetch`).
+    """
+    global _model_call
+    _model_call = source
+
+
+def _library_key(compiler: str, model_call: str) -> str:
+    """Return the kernel's key: a digest of the sources, compiler, flags, NumPy, machine."""
     key = hashlib.sha256()
-    for part in (_SOURCE.read_bytes(), compiler.encode(), " ".join(_FLAGS).encode()):
+    for part in (
+        _SOURCE.read_bytes(),
+        model_call.encode(),
+        compiler.encode(),
+        " ".join(_FLAGS).encode(),
+    ):
         key.update(part)
     key.update(f"{np.__version__} {platform.machine()} {sys.platform}".encode())
     return key.hexdigest()
 
 
-def _build(compiler: str) -> bytes | None:
-    """Return the kernel compiled into a shared library (its bytes), or None."""
+def _build(compiler: str, model_call: str) -> bytes | None:
+    """Return the kernel and ``model_call`` compiled into a shared library (its bytes), or None."""
     with tempfile.TemporaryDirectory(prefix="kiln-nuts-") as folder:
         out = Path(folder) / "nuts.so"
+        call = Path(folder) / "model_call.c"
+        call.write_text(model_call)
         command = [
-            compiler, *_FLAGS, f"-I{np.get_include()}", str(_SOURCE), str(_npyrandom()), "-lm",
-            "-o", str(out),
+            compiler, *_FLAGS, f"-I{np.get_include()}", str(_SOURCE), str(call),
+            str(_npyrandom()), "-lm", "-o", str(out),
         ]  # fmt: skip
         try:
             done = subprocess.run(
@@ -168,11 +196,15 @@ def _find_or_build() -> None:
     if not _npyrandom().is_file():
         _state.error = f"NumPy's {_npyrandom()} is missing"
         return
-    key = _library_key(compiler)
+    model_call = _model_call
+    if model_call is None:
+        _state.error = "no model call (kiln_samplers.use_model_call) was given"
+        return
+    key = _library_key(compiler, model_call)
     store = _store
     payload = store.get(key) if store is not None else None
     if payload is None:
-        payload = _build(compiler)
+        payload = _build(compiler, model_call)
         if payload is None:
             return
         if store is not None:
@@ -183,14 +215,15 @@ def _find_or_build() -> None:
 def prefetch() -> bool:
     """Start building the C kernel in a background thread unless it is cached or started.
 
-    Returns whether the C kernel can be expected (False: no C compiler, or an earlier
-    build failed), so that the caller can start the Numba kernel's compile instead.
+    Returns whether the C kernel can be expected (False: no C compiler, no model call,
+    or an earlier build failed), so that the caller can start the Numba kernel's compile
+    instead.
     """
     with _state.lock:
         if _state.thread is None and _state.library is None:
             _state.thread = threading.Thread(target=_find_or_build, daemon=True)
             _state.thread.start()
-    return _state.error is None and _compiler() is not None
+    return _state.error is None and _compiler() is not None and _model_call is not None
 
 
 def library() -> Any:

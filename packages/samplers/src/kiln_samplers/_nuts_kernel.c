@@ -7,13 +7,10 @@
  * libnpyrandom, and next_double), so a chain continues bit for bit whichever of the
  * Python, Numba and C kernels runs a chunk.
  *
- * The model's log-density is a function compiled by Numba with the signature
- * float64(float64[::1], float64[::1], int64[::1]), called through Numba's native
- * calling convention (what Numba's own first-class function calls use): a status
- * return, a pointer to the result, a pointer to the exception info, then each array
- * argument as its data-model fields (meminfo, parent, nitems, itemsize, data, shape,
- * strides). A status other than 0 is an exception raised by the model: the point is
- * rejected (log-density -inf), as in _nuts_core.leapfrog.
+ * The model's log-density is called through kiln_model_call (plain C, below), which the
+ * model's backend defines: kiln_numba's calls a Numba function at its native entry point.
+ * A status other than 0 is an exception raised by the model: the point is rejected
+ * (log-density -inf), as in _nuts_core.leapfrog.
  */
 #include <math.h>
 #include <stdint.h>
@@ -24,14 +21,12 @@
 
 double random_standard_normal(bitgen_t *bitgen_state);
 
-typedef int32_t (*numba_logp_grad)(
-    double *ret, void **excinfo,
-    void *x_meminfo, void *x_parent, int64_t x_nitems, int64_t x_itemsize, double *x_data,
-    int64_t x_shape, int64_t x_stride,
-    void *g_meminfo, void *g_parent, int64_t g_nitems, int64_t g_itemsize, double *g_data,
-    int64_t g_shape, int64_t g_stride,
-    void *u_meminfo, void *u_parent, int64_t u_nitems, int64_t u_itemsize, int64_t *u_data,
-    int64_t u_shape, int64_t u_stride);
+/* The model call, in plain C: logp and the gradient of the model at entry point fn, for
+ * x and grad of n entries and the model's user_data; returns 0, or not 0 where the model
+ * raised. Defined by the C source the model's backend gives (kiln_samplers.use_model_call),
+ * which is compiled into this library: this file knows no backend's calling convention. */
+int32_t kiln_model_call(void *fn, double *x, double *grad, int64_t *user_data,
+                        int64_t user_data_len, int64_t n, double *logp);
 
 /* Slots of a stats row and of the step-size state (as in _nuts_core). */
 enum { DIVERGING, ENERGY, ENERGY_ERROR, MAX_ENERGY_ERROR, TREE_DEPTH, N_STEPS, STEP_SIZE,
@@ -40,7 +35,7 @@ enum { LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU };
 static const double GAMMA = 0.05, T0 = 10.0, KAPPA = 0.75;
 
 typedef struct {
-    numba_logp_grad fn;
+    void *fn;
     int64_t *user_data;
     int64_t user_data_len;
     int64_t n;
@@ -77,12 +72,7 @@ static double min0(double x) { return x < 0.0 ? x : 0.0; } /* Python's min(0.0, 
 /* logp = fn(x, grad, user_data); -inf where the model raises. */
 static double call_model(const model_t *m, double *x, double *grad) {
     double ret = 0.0;
-    void *excinfo = NULL;
-    int32_t status = m->fn(
-        &ret, &excinfo,
-        NULL, NULL, m->n, 8, x, m->n, 8,
-        NULL, NULL, m->n, 8, grad, m->n, 8,
-        NULL, NULL, m->user_data_len, 8, m->user_data, m->user_data_len, 8);
+    int32_t status = kiln_model_call(m->fn, x, grad, m->user_data, m->user_data_len, m->n, &ret);
     return status == 0 ? ret : -INFINITY;
 }
 
@@ -229,7 +219,7 @@ double kiln_nuts_sample_chunk(
     int64_t n_draws, double *draws, double *stats, double target_accept, int64_t max_depth,
     double max_energy_error, int32_t adapt_step_size, int32_t collect_variance,
     int32_t *status) {
-    model_t m = {(numba_logp_grad)fn, user_data, user_data_len, n};
+    model_t m = {fn, user_data, user_data_len, n};
     size_t size = ((size_t)N_WORK + 2 * (size_t)(max_depth + 1)) * (size_t)(n > 0 ? n : 1);
     double *work = malloc(size * sizeof(double));
     if (work == NULL) { *status = 1; return logp; }
@@ -261,6 +251,6 @@ double kiln_nuts_sample_chunk(
 /* One call of the model, for the loader's check of the calling convention. */
 double kiln_nuts_call_model(void *fn, int64_t *user_data, int64_t user_data_len, int64_t n,
                             double *x, double *grad) {
-    model_t m = {(numba_logp_grad)fn, user_data, user_data_len, n};
+    model_t m = {fn, user_data, user_data_len, n};
     return call_model(&m, x, grad);
 }
