@@ -435,6 +435,16 @@ def test_without_a_c_compiler_the_numba_kernel_runs(monkeypatch, tmp_path):
 
 
 @_needs_cc
+def test_without_a_model_call_there_is_no_c_kernel_until_one_is_given(monkeypatch, tmp_path):
+    _fresh_state(monkeypatch, tmp_path)
+    monkeypatch.setattr(_c_nuts, "_model_call", None)
+    assert _c_nuts.prefetch() is False
+    assert _c_nuts.library() is None and "no model call" in _c_nuts._state.error
+    ks.use_model_call(model_call_source())  # the umbrella gives it before sampling
+    assert _c_nuts.library() is not None
+
+
+@_needs_cc
 def test_a_compiler_that_fails_leaves_the_numba_kernel(monkeypatch, tmp_path):
     _fresh_state(monkeypatch, tmp_path)
     monkeypatch.setattr(_c_nuts, "_FLAGS", (*_c_nuts._FLAGS, "-DKILN_NOT_A_FLAG", "--no-such"))

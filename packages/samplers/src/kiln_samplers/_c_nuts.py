@@ -121,10 +121,16 @@ def use_model_call(source: str | None) -> None:
     and ``*logp``, and returns 0 (not 0: the model raised). The backend that made the
     entry point knows its calling convention and gives this source (the umbrella passes
     ``kiln_numba.native.model_call_source()``): this package knows none. Set it before
-    the kernel is built (before :func:`prefetch`).
+    the kernel is built (before :func:`prefetch`); a process that looked for the kernel
+    before any was given looks again.
     """
-    global _model_call
+    global _model_call, _state
+    if source == _model_call:
+        return
     _model_call = source
+    with _state.lock:
+        if _state.library is None and _state.error == _NO_MODEL_CALL:
+            _state = _State()
 
 
 def _library_key(compiler: str, model_call: str) -> str:
@@ -188,6 +194,9 @@ class _State:
 _state = _State()
 
 
+_NO_MODEL_CALL = "no model call (kiln_samplers.use_model_call) was given"
+
+
 def _find_or_build() -> None:
     compiler = _compiler()
     if compiler is None:
@@ -198,7 +207,7 @@ def _find_or_build() -> None:
         return
     model_call = _model_call
     if model_call is None:
-        _state.error = "no model call (kiln_samplers.use_model_call) was given"
+        _state.error = _NO_MODEL_CALL
         return
     key = _library_key(compiler, model_call)
     store = _store
