@@ -55,3 +55,4 @@ from kiln_model._model import set_data as set_data
 from kiln_model._multivariate import Dirichlet as Dirichlet
 from kiln_model._multivariate import Multinomial as Multinomial
 from kiln_model._multivariate import MvNormal as MvNormal
+from kiln_model._validate import check_initial_point as check_initial_point

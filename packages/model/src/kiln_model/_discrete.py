@@ -73,6 +73,7 @@ class Binomial(Distribution):
     params = ("n", "p", "logit_p")
     support = "nonnegative_integer"
     discrete = True
+    observed_checks = ((("n",), lambda k, n: k <= n, "observed counts k must be <= n"),)
 
     @classmethod
     def rv_params(cls, n: Any = None, p: Any = None, logit_p: Any = None) -> tuple[Any, ...]:
@@ -180,6 +181,13 @@ class Categorical(Distribution):
     params = ("p", "logit_p")
     support = "categorical"
     discrete = True
+    param_checks = (
+        (("p",), lambda p: p >= 0, "p must be >= 0"),
+        (("p",), lambda p: np.sum(p, axis=-1) > 0, "p must have a positive sum"),
+    )
+    observed_checks = (
+        (("p",), lambda k, p: k < p.shape[-1], "observed categories must be < len(p)"),
+    )
 
     @classmethod
     def rv_params(cls, p: Any = None, logit_p: Any = None) -> tuple[Any, ...]:

@@ -31,6 +31,12 @@ from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._errors import ModelError
 from kiln_model._model import Model, VariableInfo, _as_dims, modelcontext
+from kiln_model._validate import (
+    Check,
+    check_finite,
+    check_observed_values,
+    check_parameters,
+)
 from kiln_random import RandomVariable
 
 #: ``transform=`` left unset: use the distribution's default transform.
@@ -53,6 +59,12 @@ class Distribution:
     support: ClassVar[str] = "real"
     #: Whether draws are integers (observed values are checked and cast to int64).
     discrete: ClassVar[bool] = False
+    #: Constraints on parameters the draw op does not declare, checked at build time
+    #: where the parameters are constants: ``(op parameter names, predicate, message)``.
+    param_checks: ClassVar[tuple[Check, ...]] = ()
+    #: Constraints between observed values and constant parameters (Binomial: k <= n):
+    #: ``(op parameter names, predicate(value, *params), message)``.
+    observed_checks: ClassVar[tuple[Check, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -98,9 +110,13 @@ class Distribution:
             raise type(exc)(f"{full}: {exc}") from exc
         if dims_t is not None and len(dims_t) != rv.ndim:
             raise ModelError(f"{full}: {len(dims_t)} dims {dims_t} for a {rv.ndim}-d variable")
+        if rv.owner is not None and rv.owner.op is getattr(cls, "rv_op", None):
+            check_parameters(full, rv, cls.param_checks, cls._labels())
         dist, params = cls.density_of(rv)
         if obs is not None:
             _check_observed_shape(full, rv, obs)
+            if rv.owner is not None and rv.owner.op is getattr(cls, "rv_op", None):
+                check_observed_values(full, rv, _data_of(obs), cls.observed_checks)
             info = VariableInfo(full, rv, dist, obs, None, True, dims_t, params=params)
         else:
             t = dist.default_transform(rv) if transform is UNSET else transform
@@ -130,6 +146,14 @@ class Distribution:
             size = full[: len(full) - core] if core else full
         op_params = cls.rv_params(**params)
         return kr.draw(cls.rv_op, tuple(op_params), size, rng if rng is not None else kr.rng())
+
+    @classmethod
+    def _labels(cls) -> dict[str, str]:
+        """Return the user's name of each draw-op parameter, where they map one to one."""
+        op_params = tuple(getattr(cls.rv_op, "params", ()))
+        if cls.rv_params.__func__ is not Distribution.rv_params.__func__:  # type: ignore[attr-defined]
+            return {}
+        return dict(zip(op_params, cls.params, strict=False))
 
     @classmethod
     def core_ndim(cls) -> int:
@@ -273,11 +297,18 @@ def _as_observed(cls: type[Distribution], name: str, observed: Any) -> TensorVar
             f"{name}: the observed data holds NaN; kiln does not impute missing values: "
             "drop them, or model them as free variables"
         )
+    check_finite(f"{name}: observed", value, "drop or correct the infinite values")
     cls.check_observed(name, value)
     if var is not None:
         return var
     dtype = "int64" if cls.discrete else "float64"
     return kt.constant(value.astype(dtype) if value.dtype != dtype else value)
+
+
+def _data_of(obs: TensorVariable) -> np.ndarray:
+    if isinstance(obs, SharedVariable):
+        return np.asarray(obs.get_value(borrow=True))
+    return np.asarray(obs.data)  # type: ignore[attr-defined]
 
 
 def _check_observed_shape(name: str, rv: TensorVariable, obs: TensorVariable) -> None:

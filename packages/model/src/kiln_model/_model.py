@@ -29,6 +29,7 @@ from kiln_model._compiled import CompiledModel, compile_point_function, initial_
 from kiln_model._errors import ModelError
 from kiln_model._logprob import build_logp, nan_is_outside
 from kiln_model._transforms import ChainTransform, IntervalTransform, Transform
+from kiln_model._validate import check_data_lengths, check_finite
 from kiln_rewrite import stabilize_graph, stable_grad
 
 _context = threading.local()
@@ -332,7 +333,7 @@ def Data(name: str, value: Any, dims: Any = None, model: Model | None = None) ->
 
     ``kl.set_data({name: new_value})`` swaps the value with no recompilation (its shape
     may change: dims named here that the coords do not define take their lengths from
-    the data). NaN is refused.
+    the data). NaN and infinities are refused.
     """
     m = modelcontext(model)
     full = m.check_new_name(name)
@@ -341,6 +342,7 @@ def Data(name: str, value: Any, dims: Any = None, model: Model | None = None) ->
         raise KilnTypeError(f"Data {full!r}: expected numeric data, got dtype {arr.dtype}")
     if arr.dtype.kind == "f" and np.isnan(arr).any():
         raise KilnValueError(f"Data {full!r}: the data holds NaN")
+    check_finite(f"Data {full!r}", arr, "drop or correct the infinite values")
     dims_t = _as_dims(dims, arr.ndim, full)
     var = kt.shared(arr, name=full)
     if dims_t is not None:
@@ -357,8 +359,19 @@ def Data(name: str, value: Any, dims: Any = None, model: Model | None = None) ->
 
 
 def set_data(new_data: Mapping[str, Any], model: Model | None = None) -> None:
-    """Replace the values of Data variables (no recompilation)."""
+    """Replace the values of Data variables (no recompilation).
+
+    The new values are checked before any is set: numeric, finite, the same number of
+    dimensions, and along each dim the length the model's coords give it (a dim the
+    coords do not define may change length; Data set together along it must agree).
+    """
     m = modelcontext(model)
+    if not isinstance(new_data, Mapping):
+        raise KilnTypeError(
+            f"set_data: new_data: expected a dict {{Data name: value}}, got "
+            f"{type(new_data).__name__}"
+        )
+    checked: dict[str, np.ndarray] = {}
     for name, value in new_data.items():
         full = name if name in m.data else m.prefixed(name)
         if full not in m.data:
@@ -372,15 +385,23 @@ def set_data(new_data: Mapping[str, Any], model: Model | None = None) -> None:
             raise KilnValueError(
                 f"set_data: {name!r} has {old.ndim} dimension(s), the new value {arr.ndim}"
             )
+        if arr.dtype.kind not in "biuf":
+            raise KilnTypeError(
+                f"set_data: the new value of {name!r}: expected numeric data, got dtype {arr.dtype}"
+            )
         if arr.dtype.kind == "f" and np.isnan(arr).any():
             raise KilnValueError(f"set_data: the new value of {name!r} holds NaN")
+        check_finite(f"set_data: the new value of {name!r}", arr, "drop or correct them")
         if arr.dtype != old.dtype:
             if not np.can_cast(arr.dtype, old.dtype, casting="same_kind"):
                 raise KilnTypeError(
                     f"set_data: {name!r} holds {old.dtype}; the new value is {arr.dtype}"
                 )
             arr = arr.astype(old.dtype)
-        var.set_value(arr)
+        checked[full] = arr
+    check_data_lengths(m, checked)
+    for full, arr in checked.items():
+        m.data[full].set_value(arr)
 
 
 def freeze_dims_and_data(model: Model) -> Model:

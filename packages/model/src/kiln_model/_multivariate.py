@@ -19,6 +19,7 @@ class Dirichlet(Distribution):
     rv_op = kr.OPS["dirichlet"]
     params = ("a",)
     support = "simplex"
+    param_checks = ((("alpha",), lambda a: a > 0, "a must be > 0"),)
 
     @staticmethod
     def logp(value: Any, a: Any) -> TensorVariable:
@@ -45,6 +46,14 @@ class Multinomial(Distribution):
     params = ("n", "p")
     support = "counts"
     discrete = True
+    param_checks = ((("p",), lambda p: p >= 0, "p must be >= 0"),)
+    observed_checks = (
+        (
+            ("n",),
+            lambda counts, n: np.expand_dims(np.sum(counts, axis=-1) == n, -1),
+            "observed counts must sum to n along the last axis",
+        ),
+    )
 
     @staticmethod
     def logp(value: Any, n: Any, p: Any) -> TensorVariable:
@@ -69,6 +78,16 @@ class Multinomial(Distribution):
         return broadcast_like(counts + kt.cast(top, "int64") * kt.expand_dims(rest, -1), rv)
 
 
+def _is_positive_definite(cov: np.ndarray) -> bool:
+    if not np.allclose(cov, np.swapaxes(cov, -1, -2)):
+        return False
+    try:
+        np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
 def _mvnormal_core_logp(x: Any, mu: Any, cov: Any) -> Any:
     chol = kt.cholesky(cov)
     z = kt.solve_triangular(chol, x - mu, lower=True)
@@ -90,6 +109,7 @@ class MvNormal(Distribution):
 
     rv_op = kr.OPS["multivariate_normal"]
     params = ("mu", "cov", "chol")
+    param_checks = ((("cov",), _is_positive_definite, "cov must be symmetric positive definite"),)
 
     @classmethod
     def rv_params(cls, mu: Any = None, cov: Any = None, chol: Any = None) -> tuple[Any, ...]:

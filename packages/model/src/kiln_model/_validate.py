@@ -1,0 +1,284 @@
+"""Checks of a model's input at build time, and the diagnosis of a failed initial point.
+
+Everything here runs before anything is compiled (except :func:`check_initial_point`,
+which runs after a sampler found no finite start): parameters given as constants are
+checked against their distribution's constraints, observed data and ``kl.Data`` against
+non-finite values and the parameters they depend on, ``set_data`` against the coords.
+Every error names the variable (or argument), what it received and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kiln_graph import Constant, KilnValueError, Variable
+from kiln_model._errors import ModelError
+
+if TYPE_CHECKING:
+    from kiln_model._model import Model
+
+#: A check of constant values: ``(names of the draw op's parameters, predicate, what
+#: it expects)``; the predicate takes the values in that order (and the observed value
+#: first, for an observed check) and returns a boolean (array).
+Check = tuple[tuple[str, ...], Callable[..., Any], str]
+
+#: At most this many nodes are evaluated to find the value of a constant expression
+#: (``kt.cast(-1)``, ``kt.sigmoid(3.0)``, a softmax of a constant vector).
+_MAX_NODES = 64
+
+
+def constant_value(x: Any) -> np.ndarray | None:
+    """Return the value of ``x`` when it is a small expression of constants, else None.
+
+    Plain Python and NumPy values are their own value; a graph variable is evaluated
+    node by node (each node's ``perform``) when every input it depends on is a constant.
+    """
+    if not isinstance(x, Variable):
+        try:
+            arr = np.asarray(x)
+        except Exception:  # noqa: BLE001 (not array-like: nothing to check)
+            return None
+        return arr if arr.dtype.kind in "biuf" else None
+    values: dict[Variable, Any] = {}
+    order: list[Any] = []
+    stack = [x]
+    while stack:
+        v = stack.pop()
+        if v in values:
+            continue
+        if isinstance(v, Constant):
+            values[v] = v.data
+            continue
+        node = v.owner
+        if node is None or len(order) >= _MAX_NODES:
+            return None
+        if not hasattr(node.op, "perform"):
+            return None
+        order.append(node)
+        values[v] = None
+        stack.extend(node.inputs)
+    for node in reversed(_topological(order)):
+        results: list[Any] = [None] * len(node.outputs)
+        try:
+            with np.errstate(all="ignore"):
+                node.op.perform(node, [values[i] for i in node.inputs], results)
+        except Exception:  # noqa: BLE001 (left to the compiled function to report)
+            return None
+        values.update(zip(node.outputs, results, strict=True))
+    out = values.get(x)
+    return None if out is None else np.asarray(out)
+
+
+def _topological(nodes: list[Any]) -> list[Any]:
+    """Return ``nodes`` ordered so that each node comes before the nodes it depends on."""
+    index = {id(n): n for n in nodes}
+    seen: set[int] = set()
+    post: list[Any] = []
+
+    def visit(n: Any) -> None:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for i in n.inputs:
+            if i.owner is not None and id(i.owner) in index:
+                visit(i.owner)
+        post.append(n)
+
+    for n in nodes:
+        visit(n)
+    return post[::-1]
+
+
+def _show(value: Any) -> str:
+    arr = np.asarray(value)
+    return str(arr.item()) if arr.size == 1 else np.array2string(arr, threshold=8)
+
+
+def _op_params(rv: Variable) -> dict[str, Any]:
+    node = rv.owner
+    names = getattr(node.op, "params", ()) if node is not None else ()
+    return dict(zip(names, node.inputs[2:], strict=False)) if node is not None else {}
+
+
+def check_parameters(
+    name: str, rv: Variable, checks: Sequence[Check], labels: Mapping[str, str] | None = None
+) -> None:
+    """Raise when parameters of ``rv`` that are constants break a constraint.
+
+    The draw op's declared constraints are checked, then ``checks`` (the distribution's
+    own, for what the op does not declare); a parameter that is not a constant (a
+    random variable, Data) is checked by the log-density at run time instead.
+    ``labels`` maps the op's parameter names to the user's, for the message.
+    """
+    node = rv.owner
+    if node is None:
+        return
+    params = _op_params(rv)
+    folded: dict[str, np.ndarray | None] = {}
+
+    def value(p: str) -> np.ndarray | None:
+        if p not in folded:
+            folded[p] = constant_value(params[p]) if p in params else None
+        return folded[p]
+
+    op = node.op
+    declared: list[Check] = []
+    for expr, description in getattr(op, "constraints", ()):
+        names = tuple(n for n in compile(expr, "<constraint>", "eval").co_names if n != "np")
+        declared.append((names, _evaluator(expr, names), description))
+    for names, predicate, description in [*declared, *checks]:
+        values = [value(p) for p in names]
+        if any(v is None for v in values):
+            continue
+        with np.errstate(all="ignore"):
+            ok = bool(np.all(predicate(*values)))
+        if not ok:
+            shown = ", ".join(
+                f"{(labels or {}).get(p, p)}={_show(v)}" for p, v in zip(names, values, strict=True)
+            )
+            raise KilnValueError(
+                f"{name}: {getattr(op, 'name', type(op).__name__)}: {description}, got {shown}"
+            )
+
+
+def _evaluator(expr: str, names: tuple[str, ...]) -> Callable[..., Any]:
+    code = compile(expr, "<constraint>", "eval")
+
+    def evaluate(*values: Any) -> Any:
+        scope = dict(zip(names, values, strict=True))
+        return eval(code, {"np": np, "__builtins__": {}}, scope)  # noqa: S307
+
+    return evaluate
+
+
+def check_finite(what: str, value: np.ndarray, hint: str) -> None:
+    """Raise when the float array ``value`` holds NaN or an infinity (``what`` names it)."""
+    if value.dtype.kind != "f":
+        return
+    bad = ~np.isfinite(value)
+    if not bad.any():
+        return
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    first = value[index] if index else value
+    kind = "NaN" if np.isnan(value).any() else "an infinite value"
+    where = f" at index {index}" if index else ""
+    raise KilnValueError(
+        f"{what}: expected finite values, but the data holds {kind} ({int(bad.sum())} of "
+        f"{value.size} values not finite; first {first}{where}); {hint}"
+    )
+
+
+def check_observed_values(
+    name: str, rv: Variable, value: np.ndarray, checks: Sequence[Check]
+) -> None:
+    """Raise when observed ``value`` contradicts constant parameters (Binomial k > n...)."""
+    params = _op_params(rv)
+    for names, predicate, description in checks:
+        values = [constant_value(params[p]) if p in params else None for p in names]
+        if any(v is None for v in values):
+            continue
+        with np.errstate(all="ignore"):
+            try:
+                ok = np.broadcast_to(predicate(value, *values), np.shape(value))
+            except ValueError:
+                continue  # shapes that do not broadcast: the shape checks report it
+        if not ok.all():
+            index = tuple(int(i) for i in np.argwhere(~ok)[0])
+            shown = ", ".join(f"{p}={_show(v)}" for p, v in zip(names, values, strict=True))
+            raise KilnValueError(
+                f"{name}: {description}; the observed value {_show(value[index])} at index "
+                f"{index} is not ({shown})"
+            )
+
+
+def check_data_lengths(model: Model, new: Mapping[str, np.ndarray]) -> None:
+    """Raise when new Data values contradict the lengths of their dims.
+
+    A dim given in the model's coords has a fixed length; Data set together along one
+    dim must agree on its length.
+    """
+    seen: dict[str, tuple[str, int]] = {}
+    for full, arr in new.items():
+        dims = model.named_dims.get(full)
+        if not dims:
+            continue
+        for axis, d in enumerate(dims):
+            if axis >= arr.ndim:
+                break
+            n = int(arr.shape[axis])
+            fixed = model.dim_lengths.get(d)
+            if isinstance(fixed, int | np.integer) and int(fixed) != n:
+                raise ModelError(
+                    f"set_data: {full!r} has length {n} along dim {d!r} (axis {axis}), but "
+                    f"dim {d!r} has {fixed} labels in the model's coords, which fix its "
+                    f"length; give data of length {fixed}, or to let the length change "
+                    f"leave {d!r} out of coords= (a dim named only by Data dims takes its "
+                    "length from the data)"
+                )
+            if d in seen and seen[d][1] != n:
+                raise ModelError(
+                    f"set_data: {full!r} has length {n} along dim {d!r}, but "
+                    f"{seen[d][0]!r} has {seen[d][1]}; Data along one dim must have the "
+                    "same length"
+                )
+            seen.setdefault(d, (full, n))
+
+
+def check_initial_point(model: Model, point: Mapping[str, Any] | None = None) -> None:
+    """Raise a :class:`ModelError` naming the variables whose log-density is not finite.
+
+    ``point`` maps value-variable names to unconstrained values (default: the model's
+    initial point). Returns None when every term is finite. The message lists each
+    variable's term (as :meth:`Model.point_logps` gives them), the values tried, and
+    what to check.
+
+    Examples
+    --------
+    >>> import kiln_model as km
+    >>> with km.Model() as m:
+    ...     x = km.Normal("x", 0, 1)
+    ...     km.Potential("never", -np.inf * (x * 0 + 1))  # doctest: +SKIP
+    >>> check_initial_point(m)  # doctest: +SKIP
+    Traceback (most recent call last):
+    ModelError: the log-density is not finite at the initial point: Potential 'never' ...
+    """
+    logps = model.point_logps(point)
+    bad = {n: v for n, v in logps.items() if not np.isfinite(v)}
+    if not bad:
+        return
+    start = point if point is not None else model.initial_point()
+    parts = []
+    for n, v in bad.items():
+        kind = "Potential" if n in model.potentials else "variable"
+        parts.append(f"{kind} {n!r} has log-density {v}")
+    shown = {k: _show(v) for k, v in start.items()}
+    hints = []
+    if any(n in model.potentials for n in bad):
+        hints.append("make the Potential finite where the sampler starts")
+    if any(n in model.variables and model.variables[n].observed for n in bad):
+        hints.append(
+            "check the observed data against the distribution's support and its parameters"
+        )
+    if any(n in model.variables and not model.variables[n].observed for n in bad):
+        hints.append(
+            "check the parameters of the free variables named, or give them initval=... "
+            "inside their support"
+        )
+    raise ModelError(
+        f"the log-density is not finite at the initial point: {'; '.join(parts)}. "
+        f"{'; '.join(hints).capitalize()}. The point (unconstrained values): {shown}"
+    )
+
+
+__all__ = [
+    "Check",
+    "check_data_lengths",
+    "check_finite",
+    "check_initial_point",
+    "check_observed_values",
+    "check_parameters",
+    "constant_value",
+]
