@@ -151,7 +151,8 @@ def sample(
     )
     if idata_options.get("log_likelihood"):
         idata["log_likelihood"] = _log_likelihood(compiled, trace, dims, compiled.coords)
-    kiln_samplers.check_diagnostics(idata, result.max_treedepth)
+    if not trace.interrupted:  # an interrupted run's one warning says it is partial
+        kiln_samplers.check_diagnostics(idata, result.max_treedepth)
     return idata
 
 

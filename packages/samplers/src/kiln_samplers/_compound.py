@@ -8,8 +8,8 @@ transition calling ``model.logp_dlogp`` on the full vector.
 
 ``sample_steps`` runs the chains as ``sample_nuts`` does: one thread per chain, a
 generator per chain from ``random_seed`` (the same draws whatever ``cores``), progress
-bars, Ctrl-C returns what was drawn. When a step is a population method (DEMetropolis),
-all chains run in lock-step in one thread.
+bars, Ctrl-C returns what was drawn (a stop request is seen after each draw). When a
+step is a population method (DEMetropolis), all chains run in lock-step in one thread.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import dataclasses
 import math
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, override
 
@@ -36,7 +35,7 @@ from kiln_samplers._nuts import (
 )
 from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel
-from kiln_samplers._sample import SamplingInterrupted, Trace, _cpu_count, chain_seeds, map_draws
+from kiln_samplers._sample import Trace, _cpu_count, chain_seeds, map_draws, warn_interrupted
 from kiln_samplers._steps import Step, StepContext
 
 _NUTS_DTYPES: dict[str, Any] = {
@@ -340,20 +339,14 @@ def sample_steps(
                 results.update(zip(g, f.result(), strict=True))
     progress.close()
     elapsed = time.perf_counter() - start
-    finished = [results[c] for c in range(chains) if results[c].warmup_done and results[c].n_done]
+    outs = [results[c] for c in range(chains)]
+    kept = [r for r in outs if r.warmup_done and r.n_done > 0] or outs
+    n = min(r.n_done for r in kept)
     if interrupted:
-        warnings.warn(
-            "sampling interrupted: returning the draws made so far "
-            f"({min((r.n_done for r in finished), default=0)} per chain)",
-            SamplingInterrupted,
-            stacklevel=2,
-        )
-    if not finished:
-        raise KeyboardInterrupt("sampling was interrupted before any draw was kept")
-    n = min(r.n_done for r in finished)
-    unconstrained = np.stack([r.draws[:n] for r in finished])
-    posterior = map_draws(model.expand, unconstrained)
-    per_step = [np.stack([r.stats[j][:n] for r in finished]) for j in range(len(steps))]
+        warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
+    unconstrained = np.stack([r.draws[:n] for r in kept])
+    posterior = map_draws(model.expand, unconstrained, template=model.initial_point(0))
+    per_step = [np.stack([r.stats[j][:n] for r in kept]) for j in range(len(steps))]
     return Trace(posterior, step_stats(steps, per_step), unconstrained, elapsed, tune, interrupted)
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from kiln_samplers import _nutpie_internals as nutpie_internals
 from kiln_samplers._protocol import CompiledModel, NativePointers
-from kiln_samplers._sample import SamplingInterrupted, Trace, _cpu_count
+from kiln_samplers._sample import Trace, _cpu_count, warn_interrupted
 
 #: The nutpie versions whose private API (``nutpie._lib``) this adapter was checked on,
 #: as a requirement (:mod:`kiln_samplers._nutpie_internals`).
@@ -512,14 +512,9 @@ def _to_trace(
     chains.sort(key=lambda c: c[0])
     n = min((int(c[3].sum()) for c in chains), default=0)
     interrupted = n < draws or len(chains) < 1
-    if n == 0:
-        raise KeyboardInterrupt("sampling was interrupted before any draw was kept")
     if interrupted:
-        warnings.warn(
-            f"sampling interrupted: returning the draws made so far ({n} per chain)",
-            SamplingInterrupted,
-            stacklevel=3,
-        )
+        warming_up = sum(not c[3].any() for c in chains) if tune else 0
+        warn_interrupted(n, len(chains), len(chains), warming_up)
     posterior: dict[str, np.ndarray] = {}
     for name, shape, dtype in zip(outputs.names, outputs.shapes, outputs.dtypes, strict=True):
         per_chain = [_column(d, name)[keep][:n].reshape(n, *shape) for _, d, _, keep in chains]

@@ -7,8 +7,9 @@ native log-density, GIL released) or, for models without one, in Python calling
 ``model.logp_dlogp``. The kernel is C (:mod:`kiln_samplers._c_nuts`), or Numba's
 without a C compiler; while Numba's first compile is still running in the background,
 the chunks run the same functions in Python on the native log-density
-(:class:`_UntilCompiled`). Between chunks the schedule is applied and progress
-reported, and a stop request ends the chain early.
+(:class:`_UntilCompiled`). Between chunks the schedule is applied; a chunk runs in
+pieces of at most :data:`PIECE_S` (:class:`_Pieces`), between which progress is
+reported and a stop request ends the chain early.
 """
 
 from __future__ import annotations
@@ -287,13 +288,87 @@ def run_chain(
 ) -> ChainResult:
     """Warm up for ``tune`` iterations, then draw ``draws`` points; return the draws.
 
-    ``progress(n_new, stats_of_new, tuning)`` is called after each chunk; setting ``stop`` ends
-    the chain after the current chunk (the result then holds what was drawn).
+    ``progress(n_new, stats_of_new, tuning)`` is called after each piece of a chunk;
+    setting ``stop`` ends the chain within about :data:`PIECE_S` (after the current piece,
+    or inside a Python transition): the result then holds the draws made after warm-up
+    (none when stopped during warm-up, ``warmup_done=False``).
     """
     # Overflow in a trajectory (a momentum or an energy that becomes inf) is a divergence,
     # reported as one: not as NumPy's RuntimeWarning, in the Python pieces of a chain.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return _run_chain(model, state, draws, tune, settings, native, progress, stop)
+
+
+#: The longest a piece of a chunk should take (seconds): a stop request (Ctrl-C) is seen
+#: between pieces, so a chain stops about this long after it.
+PIECE_S = 0.2
+
+
+class _Stopped(BaseException):
+    """A stop request seen inside a Python log-density call (ends the transition).
+
+    A ``BaseException``: ``leapfrog`` turns an ``Exception`` into a rejected point.
+    """
+
+
+def _stoppable(fn: Callable[..., float], stop: threading.Event | None) -> Callable[..., float]:
+    """Return ``fn`` raising :class:`_Stopped` once ``stop`` is set (Python kernels only)."""
+    if stop is None:
+        return fn
+
+    def checked(x: np.ndarray, grad: np.ndarray, user_data: Any) -> float:
+        if stop.is_set():
+            raise _Stopped
+        return fn(x, grad, user_data)
+
+    return checked
+
+
+@dataclasses.dataclass
+class _Pieces:
+    """Runs a chunk of transitions in pieces of at most ``PIECE_S``, watching ``stop``.
+
+    The pieces are sized from the last one's time per draw (one draw first): a compiled
+    kernel runs whole chunks, Python a few transitions at a time. Cutting a chunk
+    changes no draw (the kernel's state lives in the chain's arrays and generator).
+    """
+
+    kernel: Callable[..., float]
+    fn: Callable[..., float]
+    user_data: Any
+    state: ChainState
+    settings: NutsSettings
+    stop: threading.Event | None
+    progress: Callable[[int, np.ndarray, bool], None] | None
+    per_draw: float = math.inf
+
+    def run(
+        self, m: int, draws: np.ndarray, stats: np.ndarray, adapt_step: bool, collect: bool
+    ) -> int:
+        """Run up to ``m`` transitions into ``draws`` / ``stats``; return how many ran."""
+        state, settings = self.state, self.settings
+        done = 0
+        while done < m:
+            if self.stop is not None and self.stop.is_set():
+                return done
+            k = m - done
+            if self.per_draw * k > PIECE_S:
+                k = max(1, min(k, int(PIECE_S / self.per_draw)))
+            begin = time.perf_counter()
+            try:
+                state.logp = self.kernel(
+                    self.fn, self.user_data, state.rng, state.q, state.grad, state.logp,
+                    state.inv_mass, state.adapt, state.welford, k, draws[done : done + k],
+                    stats[done : done + k], settings.target_accept, settings.max_treedepth,
+                    settings.max_energy_error, adapt_step, collect,
+                )  # fmt: skip
+            except _Stopped:  # the piece is dropped (a Python chain; at most PIECE_S)
+                return done
+            self.per_draw = max((time.perf_counter() - begin) / k, 1e-9)
+            if self.progress is not None:
+                self.progress(k, stats[done : done + k], adapt_step)
+            done += k
+        return done
 
 
 def _run_chain(
@@ -311,38 +386,37 @@ def _run_chain(
         (kernel, fn), user_data = _native_kernel(native, state, settings), native.user_data
         kind = "numba" if isinstance(kernel, _UntilCompiled) else "c"
     else:
-        kernel, fn, user_data = core.sample_chunk, _python_fn(model), None
+        kernel, fn, user_data = core.sample_chunk, _stoppable(_python_fn(model), stop), None
         kind = "python"
+    pieces = _Pieces(kernel, fn, user_data, state, settings, stop, progress)
     steps = STAT_NAMES.index("n_steps")
-    n_leapfrog = 0
     n = state.q.shape[0]
-    _restart_step_size(state, _find_step_size(fn, user_data, state))
-    window_start, ends = warmup_schedule(tune)
-    last_end = ends[-1] if ends else 0
     warm_draws = np.empty((min(settings.chunk, max(tune, 1)), n))
     warm_stats = np.empty((min(settings.chunk, max(tune, 1)), core.N_STATS))
-    boundaries = sorted({window_start, *ends, tune} - {0})
-    i = 0
-    while i < tune:
-        if stop is not None and stop.is_set():
-            empty = np.empty((0, len(STAT_NAMES)))
-            return ChainResult(np.empty((0, n)), empty, 0, False, n_leapfrog, kind)
-        stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
-        m = stop_at - i
-        collect = window_start <= i < last_end
-        state.logp = kernel(
-            fn, user_data, state.rng, state.q, state.grad, state.logp, state.inv_mass,
-            state.adapt, state.welford, m, warm_draws, warm_stats, settings.target_accept,
-            settings.max_treedepth, settings.max_energy_error, True, collect,
-        )  # fmt: skip
-        i = stop_at
-        n_leapfrog += int(warm_stats[:m, steps].sum())
-        if i in ends:
-            state.inv_mass = regularized_variance(state.welford)
-            state.welford[:] = 0.0
-            _restart_step_size(state, _find_step_size(fn, user_data, state))
-        if progress is not None:
-            progress(m, warm_stats[:m], True)
+    n_leapfrog = 0
+    stopped = ChainResult(np.empty((0, n)), np.empty((0, len(STAT_NAMES))), 0, False, 0, kind)
+    try:
+        _restart_step_size(state, _find_step_size(fn, user_data, state))
+        window_start, ends = warmup_schedule(tune)
+        last_end = ends[-1] if ends else 0
+        boundaries = sorted({window_start, *ends, tune} - {0})
+        i = 0
+        while i < tune:
+            stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
+            m = stop_at - i
+            ran = pieces.run(m, warm_draws, warm_stats, True, window_start <= i < last_end)
+            n_leapfrog += int(warm_stats[:ran, steps].sum())
+            if ran < m:  # stopped during warm-up: nothing kept
+                stopped.n_leapfrog = n_leapfrog
+                return stopped
+            i = stop_at
+            if i in ends:
+                state.inv_mass = regularized_variance(state.welford)
+                state.welford[:] = 0.0
+                _restart_step_size(state, _find_step_size(fn, user_data, state))
+    except _Stopped:
+        stopped.n_leapfrog = n_leapfrog
+        return stopped
     if state.adapt[core.COUNT] == 0:
         # No adaptation ran (tune=0): draw with the step size of the initial search.
         state.adapt[core.LOG_EPS_BAR] = state.adapt[core.LOG_EPS]
@@ -350,18 +424,11 @@ def _run_chain(
     out_stats = np.empty((draws, core.N_STATS))
     i = 0
     while i < draws:
-        if stop is not None and stop.is_set():
-            break
         m = min(settings.chunk, draws - i)
-        state.logp = kernel(
-            fn, user_data, state.rng, state.q, state.grad, state.logp, state.inv_mass,
-            state.adapt, state.welford, m, out_draws[i : i + m], out_stats[i : i + m],
-            settings.target_accept, settings.max_treedepth, settings.max_energy_error,
-            False, False,
-        )  # fmt: skip
-        i += m
-        if progress is not None:
-            progress(m, out_stats[i - m : i], False)
+        ran = pieces.run(m, out_draws[i : i + m], out_stats[i : i + m], False, False)
+        i += ran
+        if ran < m:
+            break
     n_leapfrog += int(out_stats[:i, steps].sum())
     eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
     stats = np.concatenate([out_stats[:i], np.full((i, 1), eps_bar)], axis=1)

@@ -1,8 +1,10 @@
 """``sample_nuts``: chains in parallel threads (the compiled kernel releases the GIL).
 
 Each chain gets its own generator from ``random_seed`` (``SeedSequence.spawn``), so the
-draws are the same whatever ``cores`` is. Ctrl-C stops every chain after its current
-chunk and returns what was drawn, with a warning.
+draws are the same whatever ``cores`` is. Ctrl-C stops every chain within about
+:data:`kiln_samplers._nuts.PIECE_S` (the chains run in pieces that short and look at a
+stop flag between them) and returns what was drawn, with one
+:class:`SamplingInterrupted` warning (:func:`warn_interrupted`).
 """
 
 from __future__ import annotations
@@ -103,25 +105,19 @@ def sample_nuts(
                 results[c] = f.result()
     progress.close()
     elapsed = time.perf_counter() - start
-    finished = [r for r in results if r is not None and r.warmup_done and r.n_done > 0]
+    outs = [r for r in results if r is not None]
+    kept = [r for r in outs if r.warmup_done and r.n_done > 0] or outs
+    n = min((r.n_done for r in kept), default=0)
     if interrupted:
-        warnings.warn(
-            "sampling interrupted: returning the draws made so far "
-            f"({min((r.n_done for r in finished), default=0)} per chain)",
-            SamplingInterrupted,
-            stacklevel=2,
-        )
-    if not finished:
-        raise KeyboardInterrupt("sampling was interrupted before any draw was kept")
-    n = min(r.n_done for r in finished)
-    unconstrained = np.stack([r.draws[:n] for r in finished])
-    stats = np.stack([r.stats[:n] for r in finished])
-    posterior = map_draws(model.expand, unconstrained)
+        warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
+    unconstrained = np.stack([r.draws[:n] for r in kept])
+    stats = np.stack([r.stats[:n] for r in kept])
+    posterior = map_draws(model.expand, unconstrained, template=model.initial_point(0))
     sample_stats = {name: stats[..., k] for k, name in enumerate(STAT_NAMES)}
     sample_stats["diverging"] = sample_stats["diverging"].astype(bool)
     for name in ("tree_depth", "n_steps"):
         sample_stats[name] = sample_stats[name].astype(np.int64)
-    kernels = sorted({r.kernel for r in finished})
+    kernels = sorted({r.kernel for r in kept})
     return Trace(
         posterior,
         sample_stats,
@@ -129,17 +125,50 @@ def sample_nuts(
         elapsed,
         tune,
         interrupted,
-        n_leapfrog=sum(r.n_leapfrog for r in finished),
+        n_leapfrog=sum(r.n_leapfrog for r in outs),
         kernel="+".join(kernels),
     )
 
 
+def warn_interrupted(draws: int, kept: int, chains: int, warming_up: int) -> None:
+    """Warn (:class:`SamplingInterrupted`) that sampling stopped early, and what was kept.
+
+    ``draws`` per chain kept from ``kept`` of the ``chains`` chains; ``warming_up`` is how
+    many chains were still in warm-up when stopped (their warm-up draws are not kept).
+
+    Examples
+    --------
+    >>> warn_interrupted(120, 4, 4, 0)  # doctest: +SKIP
+    """
+    message = (
+        f"sampling interrupted: kept {draws} draws per chain from {kept} of {chains} "
+        "chain(s), the draws made until then"
+    )
+    if warming_up:
+        message += (
+            f"; {warming_up} chain(s) were still warming up (tuning), and warm-up draws "
+            "are not kept"
+        )
+    warnings.warn(message, SamplingInterrupted, stacklevel=3)
+
+
 def map_draws(
-    fn: Callable[[np.ndarray], dict[str, Any]], unconstrained: np.ndarray
+    fn: Callable[[np.ndarray], dict[str, Any]],
+    unconstrained: np.ndarray,
+    template: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Return ``{name: (chain, draw, ...) array}`` of ``fn`` applied to every draw."""
+    """Return ``{name: (chain, draw, ...) array}`` of ``fn`` applied to every draw.
+
+    With no draw (sampling interrupted during warm-up), ``fn(template)`` gives the names
+    and shapes of the empty arrays (without a template: an empty dict).
+    """
     chains, draws, _ = unconstrained.shape
     out: dict[str, np.ndarray] = {}
+    if draws == 0 and template is not None:
+        for k, v in fn(template).items():
+            v = np.asarray(v)
+            out[k] = np.empty((chains, 0, *v.shape), dtype=v.dtype)
+        return out
     for c in range(chains):
         for d in range(draws):
             for k, v in fn(unconstrained[c, d]).items():
