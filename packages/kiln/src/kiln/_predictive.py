@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln._arguments import check_predictive_arguments
 from kiln._sampling import _data_groups, _mode
 from kiln_compile import function
 from kiln_graph import (
@@ -184,6 +185,14 @@ def sample_prior_predictive(
     ...     y = kl.Normal("y", mu, 1, observed=[0.1, -0.3])
     ...     prior = kl.sample_prior_predictive(1000, random_seed=1)
     """
+    check_predictive_arguments(
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        var_names=var_names,
+        model=model,
+        draws=draws,
+    )
     m = modelcontext(model)
     if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 1:
         raise KilnValueError(f"draws: expected a positive int, got {draws!r}")
@@ -335,6 +344,18 @@ def sample_posterior_predictive(
     ...     kl.set_data({"x": x_new})
     ...     kl.sample_posterior_predictive(idata, predictions=True)
     """
+    check_predictive_arguments(
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        var_names=var_names,
+        model=model,
+        flags={
+            "predictions": predictions,
+            "progressbar": progressbar,
+            "extend_inferencedata": extend_inferencedata,
+        },
+    )
     post = _posterior(idata)
     m = modelcontext(model)
     mode = _mode(backend, compile_kwargs)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 import kiln_samplers
+from kiln._arguments import check_sample_arguments, explain_initial_point
 from kiln._engine_steps import needs_steps, run_steps
 from kiln._engines import EngineRun, get_engine
 from kiln_compile import FAST_RUN, DiskCache, Mode, available_linkers, get_mode
@@ -100,6 +101,22 @@ def sample(
     ...     mu = kl.Normal("mu", 0, 1)
     ...     idata = kl.sample(random_seed=1)
     """
+    check_sample_arguments(
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        cores=cores,
+        random_seed=random_seed,
+        backend=backend,
+        nuts_sampler=nuts_sampler,
+        compile_kwargs=compile_kwargs,
+        target_accept=target_accept,
+        init=init,
+        progressbar=progressbar,
+        nuts_sampler_kwargs=nuts_sampler_kwargs,
+        idata_kwargs=idata_kwargs,
+        model=model,
+    )
     m = modelcontext(model)
     mode = _mode(backend, compile_kwargs)
     engine = get_engine(nuts_sampler)
@@ -117,7 +134,7 @@ def sample(
     unknown = sorted(set(idata_options) - {"log_likelihood"})
     if unknown:
         raise KilnTypeError(f"idata_kwargs: unknown keys {unknown}; accepted: ['log_likelihood']")
-    result = engine(
+    result = explain_initial_point(engine, m)(
         EngineRun(
             model=m,
             mode=mode,

@@ -194,6 +194,7 @@ class Exponential(Distribution):
 
     rv_op = kr.OPS["exponential"]
     params = ("lam",)
+    param_checks = ((("lam",), lambda lam: lam > 0, "lam must be > 0"),)
     defaults = {"lam": 1.0}
     support = "nonnegative"
 
@@ -221,6 +222,10 @@ class Gamma(Distribution):
 
     rv_op = kr.OPS["gamma"]
     params = ("alpha", "beta")
+    param_checks = (
+        (("alpha",), lambda alpha: alpha > 0, "alpha must be > 0"),
+        (("beta",), lambda beta: beta > 0, "beta must be > 0"),
+    )
     support = "nonnegative"  # the density at 0 is finite for alpha = 1 (Exponential)
 
     @classmethod

@@ -120,6 +120,10 @@ class NegativeBinomial(Distribution):
 
     rv_op = kr.OPS["negative_binomial"]
     params = ("mu", "alpha", "p", "n")
+    param_checks = (
+        (("mu",), lambda mu: mu >= 0, "mu must be >= 0"),
+        (("alpha",), lambda alpha: alpha > 0, "alpha must be > 0"),
+    )
     support = "nonnegative_integer"
     discrete = True
 

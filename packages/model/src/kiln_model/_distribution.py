@@ -33,9 +33,10 @@ from kiln_model._errors import ModelError
 from kiln_model._model import Model, VariableInfo, _as_dims, modelcontext
 from kiln_model._validate import (
     Check,
+    check_constants,
+    check_draw_parameters,
     check_finite,
     check_observed_values,
-    check_parameters,
 )
 from kiln_random import RandomVariable
 
@@ -59,8 +60,9 @@ class Distribution:
     support: ClassVar[str] = "real"
     #: Whether draws are integers (observed values are checked and cast to int64).
     discrete: ClassVar[bool] = False
-    #: Constraints on parameters the draw op does not declare, checked at build time
-    #: where the parameters are constants: ``(op parameter names, predicate, message)``.
+    #: Constraints on the user's parameters that the draw op does not declare (or
+    #: declares in its own parameters), checked where the parameters are constants:
+    #: ``(parameter names, predicate, message)``.
     param_checks: ClassVar[tuple[Check, ...]] = ()
     #: Constraints between observed values and constant parameters (Binomial: k <= n):
     #: ``(op parameter names, predicate(value, *params), message)``.
@@ -110,8 +112,6 @@ class Distribution:
             raise type(exc)(f"{full}: {exc}") from exc
         if dims_t is not None and len(dims_t) != rv.ndim:
             raise ModelError(f"{full}: {len(dims_t)} dims {dims_t} for a {rv.ndim}-d variable")
-        if rv.owner is not None and rv.owner.op is getattr(cls, "rv_op", None):
-            check_parameters(full, rv, cls.param_checks, cls._labels())
         dist, params = cls.density_of(rv)
         if obs is not None:
             _check_observed_shape(full, rv, obs)
@@ -124,6 +124,8 @@ class Distribution:
                 raise KilnTypeError(
                     f"{full}: transform must be a kiln Transform or None, got {t!r}"
                 )
+            if initval is not None:
+                _check_initval(cls, full, rv, initval)
             value = _value_variable(full, rv, t)
             info = VariableInfo(full, rv, dist, value, t, False, dims_t, initval, params)
         m.register(info)
@@ -138,6 +140,7 @@ class Distribution:
         ``size`` is the batch shape (NumPy's); ``shape`` the whole shape of the draw.
         """
         params = cls._bind(args, kwargs)
+        check_constants(cls.__name__, params, cls.param_checks)
         if shape is not None:
             if size is not None:
                 raise KilnValueError(f"{cls.__name__}: give size or shape, not both")
@@ -145,15 +148,9 @@ class Distribution:
             core = cls.core_ndim()
             size = full[: len(full) - core] if core else full
         op_params = cls.rv_params(**params)
-        return kr.draw(cls.rv_op, tuple(op_params), size, rng if rng is not None else kr.rng())
-
-    @classmethod
-    def _labels(cls) -> dict[str, str]:
-        """Return the user's name of each draw-op parameter, where they map one to one."""
-        op_params = tuple(getattr(cls.rv_op, "params", ()))
-        if cls.rv_params.__func__ is not Distribution.rv_params.__func__:  # type: ignore[attr-defined]
-            return {}
-        return dict(zip(op_params, cls.params, strict=False))
+        rv = kr.draw(cls.rv_op, tuple(op_params), size, rng if rng is not None else kr.rng())
+        check_draw_parameters(rv)
+        return rv
 
     @classmethod
     def core_ndim(cls) -> int:
@@ -303,6 +300,34 @@ def _as_observed(cls: type[Distribution], name: str, observed: Any) -> TensorVar
         return var
     dtype = "int64" if cls.discrete else "float64"
     return kt.constant(value.astype(dtype) if value.dtype != dtype else value)
+
+
+def _check_initval(cls: type[Distribution], name: str, rv: TensorVariable, initval: Any) -> None:
+    """Raise unless ``initval`` is numeric, finite, of ``rv``'s shape and in its support."""
+    if isinstance(initval, Variable):
+        return  # an expression: evaluated with the initial point
+    value = np.asarray(initval)
+    if value.dtype.kind not in "biuf":
+        raise KilnTypeError(
+            f"{name}: initval: expected numbers, got {initval!r} (dtype {value.dtype})"
+        )
+    check_finite(f"{name}: initval", value, "give a finite starting value")
+    static = tuple(rv.type.shape)
+    try:
+        shaped = np.broadcast_shapes(value.shape, tuple(1 if n is None else n for n in static))
+    except ValueError:
+        shaped = None
+    if shaped is None or value.ndim > len(static) or (None not in static and shaped != static):
+        raise ModelError(
+            f"{name}: initval has shape {value.shape}, which does not fit the variable's "
+            f"shape {static}"
+        )
+    check = _SUPPORT_CHECKS.get(cls.support)
+    if check is not None and not check[0](value):
+        raise KilnValueError(
+            f"{name}: initval must be {check[1]} (the support of {cls.__name__}), got "
+            f"{np.array2string(value, threshold=8)}"
+        )
 
 
 def _data_of(obs: TensorVariable) -> np.ndarray:

@@ -19,7 +19,7 @@ class Dirichlet(Distribution):
     rv_op = kr.OPS["dirichlet"]
     params = ("a",)
     support = "simplex"
-    param_checks = ((("alpha",), lambda a: a > 0, "a must be > 0"),)
+    param_checks = ((("a",), lambda a: a > 0, "a must be > 0"),)
 
     @staticmethod
     def logp(value: Any, a: Any) -> TensorVariable:

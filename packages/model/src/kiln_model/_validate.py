@@ -103,45 +103,53 @@ def _op_params(rv: Variable) -> dict[str, Any]:
     return dict(zip(names, node.inputs[2:], strict=False)) if node is not None else {}
 
 
-def check_parameters(
-    name: str, rv: Variable, checks: Sequence[Check], labels: Mapping[str, str] | None = None
-) -> None:
-    """Raise when parameters of ``rv`` that are constants break a constraint.
+def op_checks(op: Any) -> list[Check]:
+    """Return the constraints a draw op declares (``op.constraints``) as checks."""
+    out: list[Check] = []
+    for expr, description in getattr(op, "constraints", ()):
+        names = tuple(n for n in compile(expr, "<constraint>", "eval").co_names if n != "np")
+        out.append((names, _evaluator(expr, names), description))
+    return out
 
-    The draw op's declared constraints are checked, then ``checks`` (the distribution's
-    own, for what the op does not declare); a parameter that is not a constant (a
-    random variable, Data) is checked by the log-density at run time instead.
-    ``labels`` maps the op's parameter names to the user's, for the message.
+
+def check_constants(what: str, params: Mapping[str, Any], checks: Sequence[Check]) -> None:
+    """Raise when parameters in ``params`` that are constants break one of ``checks``.
+
+    ``params`` maps parameter names to values or graph variables; a parameter that is
+    not a constant (a random variable, Data) is left to the log-density at run time.
+    The message is ``"{what}: {the check's description}, got name=value"``.
     """
-    node = rv.owner
-    if node is None:
-        return
-    params = _op_params(rv)
     folded: dict[str, np.ndarray | None] = {}
 
     def value(p: str) -> np.ndarray | None:
         if p not in folded:
-            folded[p] = constant_value(params[p]) if p in params else None
+            folded[p] = constant_value(params[p]) if params.get(p) is not None else None
         return folded[p]
 
-    op = node.op
-    declared: list[Check] = []
-    for expr, description in getattr(op, "constraints", ()):
-        names = tuple(n for n in compile(expr, "<constraint>", "eval").co_names if n != "np")
-        declared.append((names, _evaluator(expr, names), description))
-    for names, predicate, description in [*declared, *checks]:
+    for names, predicate, description in checks:
         values = [value(p) for p in names]
         if any(v is None for v in values):
             continue
         with np.errstate(all="ignore"):
             ok = bool(np.all(predicate(*values)))
         if not ok:
-            shown = ", ".join(
-                f"{(labels or {}).get(p, p)}={_show(v)}" for p, v in zip(names, values, strict=True)
-            )
-            raise KilnValueError(
-                f"{name}: {getattr(op, 'name', type(op).__name__)}: {description}, got {shown}"
-            )
+            shown = ", ".join(f"{p}={_show(v)}" for p, v in zip(names, values, strict=True))
+            raise KilnValueError(f"{what}: {description}, got {shown}")
+    for p, v in params.items():
+        arr = value(p) if v is not None else None
+        if arr is not None and arr.dtype.kind == "f" and np.isnan(arr).any():
+            raise KilnValueError(f"{what}: parameter {p!r} holds NaN, got {p}={_show(arr)}")
+
+
+def check_draw_parameters(rv: Variable) -> None:
+    """Raise when constant parameters of the draw ``rv`` break its op's constraints.
+
+    The op checks parameters that are constants when the draw is built; this also sees
+    constant expressions (an int parameter cast to float, a sigmoid of a constant).
+    """
+    node = rv.owner
+    if node is not None:
+        check_constants(getattr(node.op, "name", ""), _op_params(rv), op_checks(node.op))
 
 
 def _evaluator(expr: str, names: tuple[str, ...]) -> Callable[..., Any]:
@@ -254,7 +262,7 @@ def check_initial_point(model: Model, point: Mapping[str, Any] | None = None) ->
     for n, v in bad.items():
         kind = "Potential" if n in model.potentials else "variable"
         parts.append(f"{kind} {n!r} has log-density {v}")
-    shown = {k: _show(v) for k, v in start.items()}
+    shown = ", ".join(f"{k}={_show(v)}" for k, v in start.items())
     hints = []
     if any(n in model.potentials for n in bad):
         hints.append("make the Potential finite where the sampler starts")
@@ -267,9 +275,10 @@ def check_initial_point(model: Model, point: Mapping[str, Any] | None = None) ->
             "check the parameters of the free variables named, or give them initval=... "
             "inside their support"
         )
+    advice = "; ".join(hints)
     raise ModelError(
         f"the log-density is not finite at the initial point: {'; '.join(parts)}. "
-        f"{'; '.join(hints).capitalize()}. The point (unconstrained values): {shown}"
+        f"{advice[:1].upper()}{advice[1:]}. The point (unconstrained values): {shown}"
     )
 
 
@@ -278,7 +287,9 @@ __all__ = [
     "check_data_lengths",
     "check_finite",
     "check_initial_point",
+    "check_constants",
+    "check_draw_parameters",
     "check_observed_values",
-    "check_parameters",
+    "op_checks",
     "constant_value",
 ]
