@@ -8,7 +8,14 @@ from kiln_compile._cache import cache_stats as cache_stats
 from kiln_compile._cache import clear_cache as clear_cache
 from kiln_compile._cache import format_cache_info as format_cache_info
 from kiln_compile._cache import is_unwritable as is_unwritable
+from kiln_compile._cache import make_private_dirs as make_private_dirs
 from kiln_compile._cache import mark_unwritable as mark_unwritable
+from kiln_compile._cache import new_temporary as new_temporary
+from kiln_compile._cache import new_temporary_folder as new_temporary_folder
+from kiln_compile._cache import sweep_temporaries as sweep_temporaries
+from kiln_compile._cache import trust_problem as trust_problem
+from kiln_compile._cache import trusted_file as trusted_file
+from kiln_compile._cache import trusted_folder as trusted_folder
 from kiln_compile._config import Config as Config
 from kiln_compile._config import config as config
 from kiln_compile._fgraph import FunctionGraph as FunctionGraph
@@ -31,9 +38,12 @@ from kiln_compile._mode import FAST_RUN as FAST_RUN
 from kiln_compile._mode import Mode as Mode
 from kiln_compile._mode import get_mode as get_mode
 from kiln_compile._profile import Profile as Profile
+from kiln_compile._serialize import CorruptDataError as CorruptDataError
 from kiln_compile._serialize import CorruptGraphError as CorruptGraphError
 from kiln_compile._serialize import GraphNotSerializableError as GraphNotSerializableError
+from kiln_compile._serialize import dumps_data as dumps_data
 from kiln_compile._serialize import dumps_graph as dumps_graph
+from kiln_compile._serialize import loads_data as loads_data
 from kiln_compile._serialize import loads_graph as loads_graph
 from kiln_compile._stage1 import STAGE1 as STAGE1
 from kiln_compile._stage1 import stage1_key as stage1_key

@@ -12,8 +12,23 @@ into place: readers see the old entry or the new one, never half of one, and two
 processes writing the same key at once both succeed. A cache that cannot be written
 (read-only folder, permission denied, disk full) turns into no cache with one warning.
 
-Entries are trusted code: Stage 1 stores pickles. Do not point ``KILN_CACHE_DIR`` at a
-folder that others can write.
+What is read back is trusted only as far as who could have written it (the trust
+model, ``docs/users/cache.md``):
+
+- the root and every folder kiln makes under it are created private (0700), and each
+  entry file 0600;
+- a root or folder that another user owns, or that its group or others can write, is
+  not used at all (one :class:`CacheWarning` that says why and how to fix it), and an
+  entry file another user owns or can write is not loaded, as ssh and pip refuse
+  unsafe files (:func:`trust_problem`);
+- an entry states the key it was written for (a SHA-256 of it in the header): under
+  another key it is refused, so a copied entry is never another model's result;
+- kiln's own entries are data (:func:`kiln_compile.dumps_data`), never pickles: reading
+  one runs no code. Files that are code by nature (shared libraries, Numba's cache)
+  are loaded only from folders and files that pass the same checks.
+
+Temporary files are named ``.tmp-<host>-<pid>-...``; those a killed process left
+behind are removed by a later one (:func:`sweep_temporaries`).
 """
 
 from __future__ import annotations
@@ -23,8 +38,11 @@ import hashlib
 import os
 import re
 import shutil
+import socket
+import stat
 import struct
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -32,12 +50,15 @@ from typing import Any
 from kiln_compile._config import config
 from kiln_graph import KilnValueError
 
-#: Magic bytes, entry format version, payload length, SHA-256 of the payload.
-_HEADER = struct.Struct("<8sIQ32s")
+#: Magic bytes, entry format version, payload length, SHA-256 of the payload, SHA-256
+#: of the key the entry was written for.
+_HEADER = struct.Struct("<8sIQ32s32s")
 _MAGIC = b"KILNCACH"
-ENTRY_VERSION = 1
+ENTRY_VERSION = 2
 _SUFFIX = ".kc"
 _TMP_PREFIX = ".tmp-"
+#: A temporary file older than this is stale whoever made it (a process on another host).
+STALE_TEMPORARY_S = 24 * 3600.0
 _KEY = re.compile(r"^[0-9a-f]{16,128}$")
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 _TAG_NAME = "CACHEDIR.TAG"
@@ -124,21 +145,32 @@ class DiskCache:
             raise KilnValueError(f"key: expected a lowercase hex digest, got {key!r}")
         return self.directory / (key + _SUFFIX)
 
+    def usable(self) -> bool:
+        """Whether entries may be read here: caching on and the folders trusted."""
+        return self.enabled and trusted_folder(self.root, self.directory)
+
     def get(self, key: str) -> bytes | None:
         """Return the payload stored under ``key``, or ``None`` (a miss).
 
-        A damaged entry is deleted and counted in ``stats.corrupt``; it is a miss.
+        A damaged entry, or one written for another key, is deleted and counted in
+        ``stats.corrupt``; it is a miss. An entry file that another user owns or can
+        write is not read (one :class:`CacheWarning`).
         """
         path = self.path(key)
-        if not self.enabled:
+        if not self.usable():
             return None
         try:
             with open(path, "rb") as f:
-                blob = f.read()
+                problem = trust_problem(os.fstat(f.fileno()), folder=False)
+                blob = None if problem else f.read()
         except OSError:
             self.stats.misses += 1
             return None
-        payload = _unpack(blob)
+        if blob is None:
+            _warn_untrusted(path, problem, self.root)
+            self.stats.misses += 1
+            return None
+        payload = _unpack(blob, key)
         if payload is None:
             self.discard(key)
             self.stats.misses += 1
@@ -153,14 +185,16 @@ class DiskCache:
         root off for this process, with one :class:`CacheWarning`.
         """
         path = self.path(key)
-        root = self.root
-        if not self.enabled or is_unwritable(root):
+        folder = self.folder()
+        if folder is None:
             return False
-        header = _HEADER.pack(_MAGIC, ENTRY_VERSION, len(payload), hashlib.sha256(payload).digest())
-        tmp: str | None = None
+        header = _HEADER.pack(
+            _MAGIC, ENTRY_VERSION, len(payload), _sha256(payload), _sha256(key.encode())
+        )
+        tmp: Path | None = None
         try:
-            _make_dirs(root, self.directory)
-            fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.directory)
+            fd, name = new_temporary(folder)
+            tmp = Path(name)
             with os.fdopen(fd, "wb") as f:
                 f.write(header)
                 f.write(payload)
@@ -168,13 +202,37 @@ class DiskCache:
             tmp = None
         except OSError as exc:
             self.stats.write_errors += 1
-            mark_unwritable(root, self.directory, exc)
+            mark_unwritable(self.root, folder, exc)
             return False
         finally:
             if tmp is not None:
-                _remove(Path(tmp))
+                _remove(tmp)
         self.stats.writes += 1
         return True
+
+    def folder(self, *parts: str) -> Path | None:
+        """Return the private folder ``<namespace>/<parts...>``, created if needed.
+
+        This is where a backend keeps files of its own (shared libraries, Numba's or
+        JAX's cache files). None when caching is off, the root cannot be written, or a
+        folder on the way is not trusted (:func:`trust_problem`; one warning). Stale
+        temporary files of killed processes are removed from it (once per process).
+        """
+        if not self.enabled:
+            return None
+        root = self.root
+        target = self.directory.joinpath(*parts)
+        if is_unwritable(root) or not trusted_folder(root, target):
+            return None
+        try:
+            make_private_dirs(root, target)
+        except OSError as exc:
+            mark_unwritable(root, target, exc)
+            return None
+        if not trusted_folder(root, target):  # made by someone else meanwhile
+            return None
+        sweep_temporaries(target)
+        return target
 
     def discard(self, key: str) -> None:
         """Delete entry ``key`` (found damaged or unusable), counting it as corrupt."""
@@ -182,28 +240,243 @@ class DiskCache:
         _remove(self.path(key))
 
 
-def _unpack(blob: bytes) -> bytes | None:
-    """Return the payload of an entry, or ``None`` if it is damaged or of another format."""
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _unpack(blob: bytes, key: str) -> bytes | None:
+    """Return the payload of an entry written for ``key``, or None if damaged or another's."""
     if len(blob) < _HEADER.size:
         return None
-    magic, version, length, digest = _HEADER.unpack_from(blob)
+    magic, version, length, digest, key_digest = _HEADER.unpack_from(blob)
     if magic != _MAGIC or version != ENTRY_VERSION or len(blob) - _HEADER.size != length:
         return None
+    if key_digest != _sha256(key.encode()):
+        return None
     payload = blob[_HEADER.size :]
-    if hashlib.sha256(payload).digest() != digest:
+    if _sha256(payload) != digest:
         return None
     return payload
 
 
-def _make_dirs(root: Path, directory: Path) -> None:
-    if directory.is_dir():
+# --- trust: who may have written what is read back --------------------------------------
+
+
+def trust_problem(status: os.stat_result, *, folder: bool) -> str | None:
+    """Return why a file or folder with ``status`` must not be trusted, or None.
+
+    It must be a regular file (or a folder, with ``folder``) that this process's user
+    owns and that neither its group nor others can write. On a system without user
+    ids (Windows) only the kind is checked.
+    """
+    kind_ok = stat.S_ISDIR(status.st_mode) if folder else stat.S_ISREG(status.st_mode)
+    if not kind_ok:
+        return "it is not a folder" if folder else "it is not a regular file"
+    uid = _euid()
+    if uid is None:
+        return None
+    if status.st_uid != uid:
+        return f"it is owned by user id {status.st_uid}, not by this user (id {uid})"
+    writable = status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if writable:
+        who = (
+            "its group and others"
+            if writable == stat.S_IWGRP | stat.S_IWOTH
+            else ("its group" if writable & stat.S_IWGRP else "others")
+        )
+        return f"{who} can write it (mode {stat.S_IMODE(status.st_mode):o})"
+    return None
+
+
+def _euid() -> int | None:
+    geteuid = getattr(os, "geteuid", None)
+    return geteuid() if geteuid is not None else None
+
+
+def trusted_file(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (a file under the cache root ``root``) may be loaded.
+
+    False (with one :class:`CacheWarning` per root) when it is owned by another user
+    or others can write it; False with no warning when it does not exist.
+    """
+    try:
+        status = os.stat(path)
+    except OSError:
+        return False
+    problem = trust_problem(status, folder=False)
+    if problem is None:
+        return True
+    _warn_untrusted(Path(path), problem, Path(root))
+    return False
+
+
+# (root, folder) pairs checked in this process, with the problem found (None: trusted).
+_checked_folders: dict[tuple[str, str], str | None] = {}
+# Roots with an untrusted folder or file, warned about once.
+_untrusted_warned: set[str] = set()
+
+
+def trusted_folder(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    """Whether ``root`` and every existing folder from it down to ``folder`` are trusted.
+
+    Folders that do not exist yet are fine (kiln makes them private). The answer is
+    kept for the process; an untrusted one gives one :class:`CacheWarning` per root,
+    and the cache root is then not used (not read, not written).
+    """
+    base, target = Path(os.path.expanduser(root)), Path(os.path.expanduser(folder))
+    pair = (str(base), str(target))
+    if pair in _checked_folders:
+        problem = _checked_folders[pair]
+    else:
+        problem = None
+        for path in _chain(base, target):
+            try:
+                status = os.stat(path)
+            except OSError:  # missing, or not reachable: a write will tell
+                break
+            reason = trust_problem(status, folder=True)
+            if reason is not None:
+                problem = f"{path}: {reason}"
+                break
+        if problem is None and not target.exists():
+            return True  # not cached: checked again once it exists
+        _checked_folders[pair] = problem
+    if problem is None:
+        return True
+    rid = _root_id(base)
+    if rid not in _untrusted_warned:
+        _untrusted_warned.add(rid)
+        warnings.warn(
+            f"kiln: not using the cache at {base}: {problem}. Anyone who can write there "
+            "could make kiln run their code. Make it yours and private (chmod 700, and "
+            "chown it to yourself), or point KILN_CACHE_DIR at a private folder.",
+            CacheWarning,
+            stacklevel=3,
+        )
+    return False
+
+
+def _chain(base: Path, target: Path) -> list[Path]:
+    """Return ``base`` and each folder below it down to ``target`` (``[target]`` if not below)."""
+    try:
+        below = target.relative_to(base).parts
+    except ValueError:
+        return [target]
+    return [base, *(base.joinpath(*below[: i + 1]) for i in range(len(below)))]
+
+
+def _warn_untrusted(path: Path, problem: str | None, root: Path) -> None:
+    rid = f"file:{_root_id(root)}"
+    if rid in _untrusted_warned:
         return
-    fresh = not root.exists()
-    directory.mkdir(parents=True, exist_ok=True)
-    if fresh or not any(p for p in root.iterdir() if p.name != directory.name):
-        tag = root / _TAG_NAME
-        if not tag.exists():
-            tag.write_text(_TAG)
+    _untrusted_warned.add(rid)
+    warnings.warn(
+        f"kiln: not loading the cache file {path}: {problem}. kiln writes its cache files "
+        "private to you (0600); remove this one (or run `kiln cache clear`).",
+        CacheWarning,
+        stacklevel=3,
+    )
+
+
+def make_private_dirs(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` under the cache ``root`` (and the root), each new folder 0700.
+
+    A new root gets a ``CACHEDIR.TAG`` (backup tools skip it).
+    """
+    base, target = Path(os.path.expanduser(root)), Path(os.path.expanduser(folder))
+    if target.is_dir():
+        return
+    chain = _chain(base, target)
+    fresh = not base.exists() or not any(
+        p for p in base.iterdir() if len(chain) < 2 or p.name != chain[1].name
+    )
+    for path in chain:
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(path, 0o700)  # mkdir's mode is masked by the umask
+    if fresh:
+        try:
+            fd = os.open(base / _TAG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        with os.fdopen(fd, "w") as f:
+            f.write(_TAG)
+
+
+# --- temporary files ---------------------------------------------------------------------
+
+
+def _temporary_prefix() -> str:
+    return f"{_TMP_PREFIX}{socket.gethostname()}-{os.getpid()}-"
+
+
+def new_temporary(folder: str | os.PathLike[str], suffix: str = "") -> tuple[int, str]:
+    """Create a private temporary file in ``folder``: return ``(fd, path)`` (``mkstemp``).
+
+    Its name, ``.tmp-<host>-<pid>-...``, lets a later process remove it if this one is
+    killed before renaming it into place (:func:`sweep_temporaries`).
+    """
+    return tempfile.mkstemp(prefix=_temporary_prefix(), suffix=suffix, dir=folder)
+
+
+def new_temporary_folder(folder: str | os.PathLike[str]) -> str:
+    """Create a private temporary folder in ``folder`` (named as :func:`new_temporary`)."""
+    return tempfile.mkdtemp(prefix=_temporary_prefix(), dir=folder)
+
+
+_TEMPORARY = re.compile(r"^\.tmp-(?P<host>[^/]*)-(?P<pid>\d+)-")
+_swept: set[str] = set()
+
+
+def sweep_temporaries(folder: str | os.PathLike[str], *, force: bool = False) -> int:
+    """Remove the temporary files and folders that killed processes left in ``folder``.
+
+    One is stale when the process named in it is gone (same host), or when it is older
+    than :data:`STALE_TEMPORARY_S`. Runs once per folder per process unless ``force``;
+    returns how many were removed.
+    """
+    key = str(folder)
+    if key in _swept and not force:
+        return 0
+    _swept.add(key)
+    removed = 0
+    host = socket.gethostname()
+    now = time.time()
+    try:
+        children = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for child in children:
+        if not child.name.startswith(_TMP_PREFIX):
+            continue
+        match = _TEMPORARY.match(child.name)
+        try:
+            old = now - child.stat(follow_symlinks=False).st_mtime > STALE_TEMPORARY_S
+        except OSError:
+            continue
+        dead = match is not None and match["host"] == host and not _alive(int(match["pid"]))
+        if not (old or dead):
+            continue
+        if child.is_dir(follow_symlinks=False):
+            shutil.rmtree(child.path, ignore_errors=True)
+        else:
+            _remove(Path(child.path))
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process
+    return True
 
 
 def _root_id(root: str | os.PathLike[str]) -> str:
@@ -284,6 +557,8 @@ def clear_cache(root: str | os.PathLike[str] | None = None) -> int:
         except OSError:
             pass
     _unwritable.discard(_root_id(base))
+    _checked_folders.clear()
+    _swept.clear()
     return removed
 
 

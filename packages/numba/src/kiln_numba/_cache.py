@@ -11,6 +11,11 @@ instead of Numba's own ``FunctionCache``, which differs in four ways:
   corrupted file (which Numba would unpickle, or hand to LLVM, and crash on) is
   detected, counted in :attr:`CacheFileStats.damaged` and treated as a miss: the
   function is compiled again and the file rewritten;
+- every file also carries a digest of the module's source and the function's name,
+  so a file copied from another function's cache is refused; files are written
+  private (0600, in a 0700 folder) and read only when they and their folders are the
+  user's own and nobody else can write them (Numba's files are pickles: whoever can
+  write them can run code);
 - a file that cannot be written (read-only cache) leaves the function working, with
   one :class:`~kiln_compile.CacheWarning` for the whole cache root;
 - loading machine code does not refresh Numba's typing and target registries (about
@@ -30,9 +35,15 @@ from typing import Any
 
 import numba
 
-from kiln_compile import mark_unwritable
+from kiln_compile import (
+    make_private_dirs,
+    mark_unwritable,
+    new_temporary,
+    trusted_file,
+    trusted_folder,
+)
 from kiln_numba import _numba_internals as internals
-from kiln_numba._numba_internals import CacheFileStats
+from kiln_numba._numba_internals import CacheFileStats, CachePolicy
 
 __all__ = ["CacheFileStats", "cache_file_stats", "cfunc", "njit"]
 
@@ -44,6 +55,26 @@ def _cache_root(pycache: Path) -> Path:
 
 def _write_error(pycache: Path, exc: OSError) -> None:
     mark_unwritable(_cache_root(pycache), pycache, exc)
+
+
+def _trusted(path: str) -> bool:
+    """Whether Numba's cache file ``path`` may be read: its folders and itself are private."""
+    pycache = Path(path).parent
+    root = _cache_root(pycache)
+    return trusted_folder(root, pycache) and trusted_file(path, root)
+
+
+def _make_folder(path: str) -> None:
+    pycache = Path(path)
+    make_private_dirs(_cache_root(pycache), pycache)
+
+
+_POLICY = CachePolicy(
+    trusted=_trusted,
+    write_temporary=new_temporary,
+    make_folder=_make_folder,
+    on_write_error=_write_error,
+)
 
 
 def njit(*args: Any, cache: bool = False, **kwargs: Any) -> Any:
@@ -60,7 +91,7 @@ def njit(*args: Any, cache: bool = False, **kwargs: Any) -> Any:
             return numba.njit(cache=True, **kwargs)(fn)
         dispatcher = numba.njit(**kwargs)(fn)
         if wanted:
-            internals.checked_cache(dispatcher, dispatcher.py_func, _write_error)
+            internals.checked_cache(dispatcher, dispatcher.py_func, _POLICY)
         return dispatcher
 
     if len(args) == 1 and callable(args[0]) and not kwargs:
@@ -86,7 +117,7 @@ def cfunc(signature: Any, cache: bool = False, **options: Any) -> Any:
             return numba.cfunc(signature, cache=bool(wanted), **options)(fn)
         callback = internals.cfunc_uncompiled(fn, signature, options)
         if wanted:
-            internals.checked_cache(callback, fn, _write_error)
+            internals.checked_cache(callback, fn, _POLICY)
         callback.compile()
         return callback
 

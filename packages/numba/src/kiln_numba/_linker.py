@@ -32,7 +32,6 @@ import importlib.util
 import linecache
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -43,12 +42,13 @@ from typing import Any
 import numpy as np
 
 from kiln_compile import (
+    DiskCache,
     FunctionGraph,
     LinkerDoc,
     Profile,
     config,
-    is_unwritable,
     mark_unwritable,
+    new_temporary,
 )
 from kiln_graph import KilnTypeError
 from kiln_numba import _codegen, _shared_library
@@ -108,18 +108,17 @@ def _module_file(key: str, source: str, filename: str = _MODULE_FILE) -> tuple[P
     if not config.cache:
         return None, "disabled"
     root = _cache_root()
-    entry = _entry(key)
+    entry = DiskCache(_NAMESPACE).folder(key[:32])
+    if entry is None:
+        return None, "unwritable"
     target = entry / filename
     try:
         if target.read_text() == source:
             return target, "found"
     except (OSError, UnicodeDecodeError):
         pass
-    if is_unwritable(root):
-        return None, "unwritable"
     try:
-        entry.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry, prefix=".tmp-", suffix=".py")
+        fd, tmp = new_temporary(entry, suffix=".py")
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(source)

@@ -31,6 +31,7 @@ still compiles and gives the same numbers; only loading is slower.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -41,7 +42,7 @@ import os
 import pickle
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -145,23 +146,44 @@ def usable() -> bool:
 
 # --- the checked per-function cache ---------------------------------------------------------
 
-_MAGIC = b"KILNNBA1"
+_MAGIC = b"KILNNBA2"
 _DIGEST = 32
 
 
-def _pack(payload: bytes) -> bytes:
-    return _MAGIC + hashlib.sha256(payload).digest() + payload
+def _pack(payload: bytes, binding: bytes) -> bytes:
+    return _MAGIC + binding + hashlib.sha256(payload).digest() + payload
 
 
-def _unpack(blob: bytes) -> bytes | None:
-    """Return the payload of a checksummed file, or None if it is damaged."""
-    head = len(_MAGIC) + _DIGEST
-    if len(blob) < head or not blob.startswith(_MAGIC):
+def _unpack(blob: bytes, binding: bytes) -> bytes | None:
+    """Return the payload of a checksummed file written for ``binding``, or None.
+
+    None when the file is damaged, or was written for another function (``binding``
+    is a digest of the module's source and the function's name).
+    """
+    start = len(_MAGIC) + _DIGEST
+    head = start + _DIGEST
+    if len(blob) < head or not blob.startswith(_MAGIC) or blob[len(_MAGIC) : start] != binding:
         return None
     payload = blob[head:]
-    if hashlib.sha256(payload).digest() != blob[len(_MAGIC) : head]:
+    if hashlib.sha256(payload).digest() != blob[start:head]:
         return None
     return payload
+
+
+@dataclasses.dataclass(frozen=True)
+class CachePolicy:
+    """What kiln_numba's checked cache asks of kiln's cache layer.
+
+    ``trusted(path)`` says whether a cache file may be read (its folders and the file
+    are the user's own and private); ``write_temporary(folder)`` returns ``(fd, path)``
+    of a new private temporary file there; ``make_folder(path)`` creates a private
+    folder; ``on_write_error(pycache, exc)`` is told of a failed save.
+    """
+
+    trusted: Callable[[str], bool]
+    write_temporary: Callable[[str], tuple[int, str]]
+    make_folder: Callable[[str], None]
+    on_write_error: Callable[[Path, OSError], None]
 
 
 @dataclasses.dataclass
@@ -186,25 +208,52 @@ def _checked_cache_file_class() -> type:
     from numba.core.serialize import dumps
 
     class CheckedCacheFile(caching.IndexDataCacheFile):  # type: ignore[misc, name-defined]
-        """Numba's index + data files, each prefixed with a magic and a SHA-256."""
+        """Numba's index + data files, each prefixed with a magic, a binding and a SHA-256.
+
+        The binding is a digest of the module's source and the function's name: a
+        file copied from another function's cache is refused. Files are read only
+        where ``policy.trusted`` says so, and written private (0600).
+        """
 
         def __init__(
-            self, cache_path: str, filename_base: str, source_stamp: Any, stats: CacheFileStats
+            self,
+            cache_path: str,
+            filename_base: str,
+            source_stamp: Any,
+            stats: CacheFileStats,
+            binding: bytes,
+            policy: CachePolicy,
         ) -> None:
             super().__init__(cache_path, filename_base, source_stamp)
             self.stats = stats
+            self._binding = binding
+            self._policy = policy
 
         def _dump(self, obj: Any) -> bytes:
-            return _pack(dumps(obj))
+            return _pack(dumps(obj), self._binding)
+
+        @contextlib.contextmanager
+        def _open_for_write(self, filepath: str) -> Iterator[Any]:
+            fd, tmp = self._policy.write_temporary(os.path.dirname(filepath))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    yield f
+                os.replace(tmp, filepath)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
 
         def _read(self, path: str) -> Any:
-            """Return the unpickled content of ``path``; None if missing or damaged."""
+            """Return the unpickled content of ``path``; None if missing, damaged or untrusted."""
+            if not self._policy.trusted(path):
+                return None
             try:
                 with open(path, "rb") as f:
                     blob = f.read()
             except OSError:
                 return None
-            payload = _unpack(blob)
+            payload = _unpack(blob, self._binding)
             if payload is not None:
                 try:
                     return pickle.loads(payload)
@@ -251,6 +300,14 @@ def _locator_class() -> type:
 
         def get_cache_path(self) -> str:
             return self._cache_path
+
+        def ensure_cache_path(self) -> None:
+            """Create the cache folder, private to the user (Numba's follows the umask)."""
+            make_folder = getattr(self, "kiln_make_folder", None)
+            if make_folder is not None:
+                make_folder(self._cache_path)
+            else:
+                super().ensure_cache_path()
 
         @classmethod
         def from_function(cls, py_func: Callable[..., Any], py_file: str) -> Any:
@@ -300,17 +357,21 @@ def function_cache_class() -> type:
 
         _impl_class = _cache_impl_class()  # type: ignore[assignment]
 
-        def __init__(
-            self, py_func: Callable[..., Any], on_write_error: Callable[[Path, OSError], None]
-        ):
+        def __init__(self, py_func: Callable[..., Any], policy: CachePolicy):
             super().__init__(py_func)
             self.stats = CacheFileStats()
-            self._on_write_error = on_write_error
+            self._on_write_error = policy.on_write_error
+            locator = self._impl.locator
+            locator.kiln_make_folder = policy.make_folder
+            binding = hashlib.sha256(Path(locator._py_file).read_bytes())
+            binding.update(self._impl.filename_base.encode())
             self._cache_file = _checked_cache_file_class()(
                 cache_path=self._cache_path,
                 filename_base=self._impl.filename_base,
-                source_stamp=self._impl.locator.get_source_stamp(),
+                source_stamp=locator.get_source_stamp(),
                 stats=self.stats,
+                binding=binding.digest(),
+                policy=policy,
             )
 
         def load_overload(self, sig: Any, target_context: Any) -> Any:
@@ -335,14 +396,15 @@ def function_cache_class() -> type:
 
 
 def checked_cache(
-    dispatcher: Any, py_func: Callable[..., Any], on_write_error: Callable[[Path, OSError], None]
+    dispatcher: Any, py_func: Callable[..., Any], policy: CachePolicy
 ) -> CacheFileStats:
     """Give ``dispatcher`` (an njit dispatcher or a ``CFunc``) kiln's checked cache.
 
-    The cache lives in ``__pycache__`` beside ``py_func``'s module file; a save that
-    fails calls ``on_write_error(pycache, exc)``. Returns the cache's statistics.
+    The cache lives in ``__pycache__`` beside ``py_func``'s module file, under the
+    rules of ``policy`` (what may be read, how files are written, who hears of a
+    failed save). Returns the cache's statistics.
     """
-    cache = function_cache_class()(py_func, on_write_error)
+    cache = function_cache_class()(py_func, policy)
     dispatcher._cache = cache
     return cache.stats  # type: ignore[no-any-return]
 

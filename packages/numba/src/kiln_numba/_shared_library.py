@@ -40,8 +40,9 @@ The library is a file of the module's cache entry (``kiln_fn-<digest>.so``, name
 its content, so two processes building it at once never mix their files); its
 description (the symbols, the constants, the argument types, the library's SHA-256, the
 CPU, Python and NumPy it was built for) is an entry of kiln's disk cache (namespace
-``numba-lib``, keyed like the module): checksummed, written atomically, and a library
-whose digest differs is never mapped. It is built only where
+``numba-lib``, keyed like the module): data, not a pickle (:func:`kiln_compile.dumps_data`),
+checksummed, bound to its key and written atomically; a library whose digest differs,
+or whose file another user owns or can write, is never mapped. It is built only where
 it is tested, Linux on x86-64 with ``cc`` and ``nm``, for functions whose arguments are
 arrays and whose results are arrays (generated functions) or one number
 (:mod:`kiln_numba.native`'s wrappers, whose entry in Numba's calling convention the
@@ -59,12 +60,10 @@ import ctypes
 import dataclasses
 import hashlib
 import os
-import pickle
 import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -73,7 +72,19 @@ from typing import Any
 
 import numpy as np
 
-from kiln_compile import DiskCache, config, is_unwritable, mark_unwritable
+from kiln_compile import (
+    CorruptDataError,
+    DiskCache,
+    GraphNotSerializableError,
+    config,
+    dumps_data,
+    is_unwritable,
+    loads_data,
+    mark_unwritable,
+    new_temporary_folder,
+    trusted_file,
+    trusted_folder,
+)
 from kiln_numba import _numba_internals as internals
 from kiln_numba import _shared_library_sources as sources
 
@@ -321,10 +332,11 @@ def _build(key: str, entry: Path, compiled: _Compiled) -> None:
         return
     tmp: str | None = None
     try:
-        tmp = tempfile.mkdtemp(prefix=".tmp-lib-", dir=entry)
+        tmp = new_temporary_folder(entry)
         library, slots, cells = _link(compiled, Path(tmp))
         digest = hashlib.sha256(library).hexdigest()
         name = f"kiln_fn-{digest[:16]}.so"
+        os.chmod(Path(tmp) / "kiln_fn.so", 0o700)  # the compiler's mode follows the umask
         os.replace(Path(tmp) / "kiln_fn.so", entry / name)
     except OSError as exc:
         mark_unwritable(root, entry, exc)
@@ -346,7 +358,10 @@ def _build(key: str, entry: Path, compiled: _Compiled) -> None:
         "slots": slots,
         "cells": cells,
     }
-    DiskCache(_NAMESPACE).put(key, pickle.dumps(description))
+    try:
+        DiskCache(_NAMESPACE).put(key, dumps_data(description))
+    except GraphNotSerializableError:  # a constant that is not data: the function stays Numba's
+        (entry / name).unlink(missing_ok=True)
 
 
 _queue: list[tuple[str, Path, _Compiled]] = []
@@ -410,15 +425,23 @@ def load(key: str, entry: Path, module_name: str) -> SharedFunction | None:
     if payload is None:
         return None
     try:
-        description = pickle.loads(payload)
+        description = loads_data(payload)
         if any(description.get(k) != v for k, v in _environment().items()):
             return None
         path = entry / description["file"]
+        root = entry.parent.parent
+        if path.parent != entry or not trusted_folder(root, entry):
+            return None
+        if not trusted_file(path, root):
+            return None
         if hashlib.sha256(path.read_bytes()).hexdigest() != description["sha256"]:
             return None
         with _lock:
             return _map(path, description, module_name)
     except (OSError, ImportError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+    except CorruptDataError:
+        DiskCache(_NAMESPACE).discard(key)
         return None
 
 
