@@ -9,6 +9,7 @@ built; a start point with a non-finite log-density is explained by
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import numbers
@@ -172,10 +173,11 @@ def check_nuts_options(options: Mapping[str, Any] | None, target_accept: float) 
     try:
         kiln_samplers.NutsSettings(target_accept=target_accept, **dict(options or {}))
     except TypeError as exc:
+        accepted = [f.name for f in dataclasses.fields(kiln_samplers.NutsSettings)]
+        accepted.remove("target_accept")
         raise KilnTypeError(
-            f"nuts_sampler_kwargs: {exc}; kiln's NUTS takes "
-            "['max_treedepth', 'max_energy_error', 'chunk'] (and target_accept= is an "
-            "argument of kl.sample)"
+            f"nuts_sampler_kwargs: {exc}; kiln's NUTS takes {accepted} (and target_accept= "
+            "is an argument of kl.sample)"
         ) from None
     except ValueError as exc:
         raise KilnValueError(f"nuts_sampler_kwargs: {exc}") from None
