@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -264,28 +267,68 @@ def test_log_add_exp_matches_numpy():
             assert core.log_add_exp(a, b) == pytest.approx(np.logaddexp(a, b), rel=1e-14)
 
 
+_FOLDER_STORE = (
+    "import pathlib, sys\n"
+    "from kiln_samplers import _c_nuts, _numba_nuts as nn\n"
+    "class Store:\n"
+    "    def get(self, key):\n"
+    "        return None\n"
+    "    def put(self, key, payload):\n"
+    "        return False\n"
+    "    def folder(self, *parts, whole_tree=False):\n"
+    "        path = pathlib.Path(sys.argv[1]).joinpath(*parts)\n"
+    "        path.mkdir(parents=True, exist_ok=True)\n"
+    "        return path\n"
+    "_c_nuts.use_kernel_store(Store() if sys.argv[1] else None)\n"
+)
+
+
 def test_prefetch_compiles_the_kernel_in_another_process(tmp_path):
     """An empty cache: prefetch starts a process whose compile the kernel then loads."""
     import subprocess
     import sys
 
-    script = (
-        "from kiln_samplers import _numba_nuts as nn\n"
-        "was_cached = nn._kernel_cached()\n"
+    script = _FOLDER_STORE + (
+        "was_cached = nn._kernel_cached(nn._cache_folder())\n"
         "nn.prefetch()\n"
         "started = nn._prefetching is not None\n"
         "nn.compiled_sample_chunk()\n"
         "stats = nn.compiled_sample_chunk().stats\n"
-        "print(was_cached, started, sum(stats.cache_hits.values()), nn._kernel_cached())\n"
+        "print(was_cached, started, sum(stats.cache_hits.values()),"
+        " nn._kernel_cached(nn._cache_folder()))\n"
     )
-    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    run = [sys.executable, "-c", script, str(tmp_path / "store")]
+    first = subprocess.run(run, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     # The kernel was missing, a background process compiled it, and this one loaded it.
     assert first.stdout.split() == ["False", "True", "1", "True"]
-    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    second = subprocess.run(run, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     assert second.stdout.split() == ["True", "False", "1", "True"]
+    # Numba's cache files are in the store's folder, private to the user.
+    files = [p for p in (tmp_path / "store" / "numba").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".nbi" for p in files)
+    assert all(p.stat().st_mode & 0o077 == 0 for p in files)
+
+
+def test_without_a_store_the_numba_kernel_writes_nothing(tmp_path):
+    """No kernel store (or the cache off): compiled in this process, no file anywhere."""
+    import os
+    import subprocess
+    import sys
+
+    script = _FOLDER_STORE + (
+        "nn.prefetch()\n"
+        "assert nn._prefetching is None\n"
+        "print(sum(nn.compiled_sample_chunk().stats.cache_hits.values()))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", script, ""], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"]
+    assert list(tmp_path.rglob("*")) == []
 
 
 # kiln's C kernel: the same draws as the Python and Numba kernels, and its cache.
@@ -387,7 +430,8 @@ def test_the_library_is_built_once_and_a_damaged_one_is_built_again(monkeypatch,
     assert _c_nuts.library() is not None
     (entry,) = (tmp_path / "samplers").iterdir()
     mtime = entry.stat().st_mtime_ns
-    assert not _c_nuts._state.path.exists()  # the private copy is deleted once mapped
+    assert _c_nuts._state.path is None and _c_nuts._state.fd is None  # the copy is gone
+    assert not list(Path(tempfile.gettempdir()).glob(f"kiln-nuts-{os.getpid()}-*"))
     _fresh_state(monkeypatch, tmp_path)
     assert _c_nuts.library() is not None and entry.stat().st_mtime_ns == mtime  # reused
     data = bytearray(entry.read_bytes())

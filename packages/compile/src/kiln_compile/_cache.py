@@ -210,13 +210,15 @@ class DiskCache:
         self.stats.writes += 1
         return True
 
-    def folder(self, *parts: str) -> Path | None:
+    def folder(self, *parts: str, whole_tree: bool = False) -> Path | None:
         """Return the private folder ``<namespace>/<parts...>``, created if needed.
 
         This is where a backend keeps files of its own (shared libraries, Numba's or
         JAX's cache files). None when caching is off, the root cannot be written, or a
-        folder on the way is not trusted (:func:`trust_problem`; one warning). Stale
-        temporary files of killed processes are removed from it (once per process).
+        folder on the way is not trusted (:func:`trust_problem`; one warning); with
+        ``whole_tree``, also when any file or folder inside it is not (for files that
+        another library writes and reads, such as Numba's own cache). Stale temporary
+        files of killed processes are removed from it (once per process).
         """
         if not self.enabled:
             return None
@@ -230,6 +232,8 @@ class DiskCache:
             mark_unwritable(root, target, exc)
             return None
         if not trusted_folder(root, target):  # made by someone else meanwhile
+            return None
+        if whole_tree and not _trusted_tree(root, target):
             return None
         sweep_temporaries(target)
         return target
@@ -288,6 +292,19 @@ def trust_problem(status: os.stat_result, *, folder: bool) -> str | None:
     return None
 
 
+def _trusted_tree(root: Path, folder: Path) -> bool:
+    """Whether every file and folder inside ``folder`` is trusted (one warning if not)."""
+    for where, folders, files in os.walk(folder):
+        for name in folders:
+            path = Path(where) / name
+            if not trusted_folder(root, path):
+                return False
+        for name in files:
+            if not trusted_file(Path(where) / name, root):
+                return False
+    return True
+
+
 def _euid() -> int | None:
     geteuid = getattr(os, "geteuid", None)
     return geteuid() if geteuid is not None else None
@@ -334,6 +351,8 @@ def trusted_folder(root: str | os.PathLike[str], folder: str | os.PathLike[str])
                 status = os.stat(path)
             except OSError:  # missing, or not reachable: a write will tell
                 break
+            if not stat.S_ISDIR(status.st_mode):
+                break  # a file in the way: the cache cannot be written (a write will tell)
             reason = trust_problem(status, folder=True)
             if reason is not None:
                 problem = f"{path}: {reason}"

@@ -96,15 +96,32 @@ class ArtifactStore(Protocol):
         """Store ``payload`` under ``key``; return whether it was written."""
         ...
 
+    def folder(self, *parts: str, whole_tree: bool = False) -> Path | None:
+        """Return a private folder of the store for files another library writes, or None.
+
+        The Numba kernel keeps Numba's cache there. None: no such folder (caching off,
+        or a folder someone else can write).
+        """
+        ...
+
 
 #: The store of built kernels (None: the kernel is built once per process).
 _store: ArtifactStore | None = None
 
 
 def use_kernel_store(store: ArtifactStore | None) -> None:
-    """Keep the built C kernel in ``store`` (None: build it once per process)."""
+    """Keep the built NUTS kernels in ``store`` (None: build them once per process).
+
+    The C kernel is an entry of the store; the Numba kernel's Numba cache lives in
+    ``store.folder("numba")``. Without a store nothing is written to disk.
+    """
     global _store
     _store = store
+
+
+def kernel_store() -> ArtifactStore | None:
+    """Return the store given to :func:`use_kernel_store` (None: none)."""
+    return _store
 
 
 #: The C source defining ``kiln_model_call`` (how the kernel calls a model's native
@@ -147,9 +164,28 @@ def _library_key(compiler: str, model_call: str) -> str:
     return key.hexdigest()
 
 
+_BUILD_PREFIX = "kiln-nuts-"
+
+
+def _remove_stale_builds() -> None:
+    """Remove the build folders of killed processes of this user (``kiln-nuts-<pid>-*``)."""
+    base = Path(tempfile.gettempdir())
+    for folder in base.glob(f"{_BUILD_PREFIX}*-*"):
+        pid = folder.name[len(_BUILD_PREFIX) :].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.stat().st_uid != os.geteuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def _build(compiler: str, model_call: str) -> bytes | None:
     """Return the kernel and ``model_call`` compiled into a shared library (its bytes), or None."""
-    with tempfile.TemporaryDirectory(prefix="kiln-nuts-") as folder:
+    _remove_stale_builds()
+    with tempfile.TemporaryDirectory(prefix=f"{_BUILD_PREFIX}{os.getpid()}-") as folder:
         out = Path(folder) / "nuts.so"
         call = Path(folder) / "model_call.c"
         call.write_text(model_call)
@@ -173,8 +209,19 @@ def _private_copy(payload: bytes) -> Path:
     """Write verified library bytes to a file of this process's own, to be loaded.
 
     The file is what the loader maps, so it is written from the bytes the store
-    verified (nothing another process can change between the check and the load).
+    verified (nothing another process can change between the check and the load). On
+    Linux it is an anonymous in-memory file (``memfd_create``), which nothing can see
+    and which leaves nothing behind; elsewhere a private temporary file, deleted once
+    loaded.
     """
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None and os.path.isdir("/proc/self/fd"):
+        fd = memfd_create("kiln-nuts")
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        _state.fd = fd
+        return Path(f"/proc/self/fd/{fd}")
     fd, name = tempfile.mkstemp(prefix="kiln-nuts-", suffix=".so")
     with os.fdopen(fd, "wb") as f:
         f.write(payload)
@@ -186,6 +233,7 @@ class _State:
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.path: Path | None = None
+        self.fd: int | None = None  # the in-memory file behind ``path``, if any
         self.library: Any = None
         self.error: str | None = None
         self.checked: dict[int, tuple[Any, int | None]] = {}
@@ -248,8 +296,13 @@ def library() -> Any:
             except OSError as exc:
                 _state.error = f"loading {_state.path} failed: {exc}"
                 return None
-            finally:
-                _state.path.unlink(missing_ok=True)  # mapped (or useless): not needed
+            finally:  # mapped (or useless): not needed
+                if _state.fd is not None:
+                    os.close(_state.fd)
+                    _state.fd = None
+                else:
+                    _state.path.unlink(missing_ok=True)
+                _state.path = None
             lib.kiln_nuts_sample_chunk.restype = _f8
             lib.kiln_nuts_sample_chunk.argtypes = (
                 _p, _p, _i8, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,

@@ -11,10 +11,15 @@ model's own log-density compiles; :func:`kernel_pending` tells whether that proc
 still at work (the chains meanwhile run the same functions in Python), and
 :func:`compiled_sample_chunk` waits for it and loads what it stored.
 
-Only Numba's public API is used: ``njit(cache=True)`` (Numba's own cache, beside
-``_nuts_core.py`` or in ``NUMBA_CACHE_DIR``) and first-class function types. Whether
-that cache holds the kernel is told by a marker file written beside Numba's cache
-once a process has compiled or loaded it (:func:`_kernel_cached`).
+Only Numba's public API is used: ``njit(cache=True)`` with ``numba.config.CACHE_DIR``
+pointed, while the functions are decorated, at the folder ``numba`` of the kernel store
+(:func:`kiln_samplers.use_kernel_store`; the umbrella's is ``<kiln cache root>/samplers``),
+and first-class function types. Numba's cache files are pickles: the store gives the
+folder only when it and everything in it are the user's own and private, and the files
+are made private (0600) after Numba writes them. Without a store, or with the cache off,
+nothing is written: the kernel is compiled once per process. Whether the cache holds
+the kernel is told by a marker file written there once a process has compiled or loaded
+it (:func:`_kernel_cached`).
 """
 
 from __future__ import annotations
@@ -70,15 +75,51 @@ _HELPERS = (
 _namespace: dict[str, Any] = dict(vars(core))
 
 
-def _compiled(name: str, signature: Any = None) -> Any:
+def _compiled(name: str, folder: Path | None, signature: Any = None) -> Any:
     fn = getattr(core, name)
     copy = pytypes.FunctionType(fn.__code__, _namespace, name, fn.__defaults__)
     copy.__qualname__ = fn.__qualname__
-    dispatcher = njit(nogil=True, error_model="numpy", cache=True)(copy)
+    if folder is None:
+        dispatcher = njit(nogil=True, error_model="numpy")(copy)
+    else:
+        # Numba picks a function's cache folder when it is decorated.
+        configured = numba.config.CACHE_DIR
+        numba.config.CACHE_DIR = str(folder)
+        try:
+            dispatcher = njit(nogil=True, error_model="numpy", cache=True)(copy)
+        finally:
+            numba.config.CACHE_DIR = configured
     if signature is not None:  # compiled (or loaded) now, and for that signature only
         dispatcher.compile(signature)
         dispatcher.disable_compile()
     return dispatcher
+
+
+#: The cache folder given to a background compile (its process has no kernel store).
+_FOLDER_ARGUMENT: Path | None = None
+
+
+def _cache_folder() -> Path | None:
+    """Return the private folder holding Numba's cache of the kernel, or None (no cache)."""
+    if _FOLDER_ARGUMENT is not None:
+        return _FOLDER_ARGUMENT
+    from kiln_samplers._c_nuts import kernel_store
+
+    store = kernel_store()
+    folder = getattr(store, "folder", None)
+    if folder is None:
+        return None
+    found = folder("numba", whole_tree=True)
+    return Path(found) if found is not None else None
+
+
+def _make_private(folder: Path) -> None:
+    """Make what Numba wrote in ``folder`` private (its files follow the umask)."""
+    for where, folders, files in os.walk(folder):
+        for name in folders:
+            os.chmod(os.path.join(where, name), 0o700)
+        for name in files:
+            os.chmod(os.path.join(where, name), 0o600)
 
 
 #: The background compile started by :func:`prefetch` (None when none was needed).
@@ -86,37 +127,35 @@ _prefetching: subprocess.Popen[bytes] | None = None
 _PREFETCH_TIMEOUT_S = 600.0
 
 
-def _marker() -> Path:
-    """Return the marker file saying that Numba's cache holds this kernel.
+def _marker(folder: Path) -> Path:
+    """Return the marker file saying that Numba's cache in ``folder`` holds this kernel.
 
-    It is named by a digest of ``_nuts_core.py``, Numba's version and the Python, and
-    lives where Numba caches ``_nuts_core``'s functions: ``NUMBA_CACHE_DIR`` when set,
-    else the ``__pycache__`` beside the module.
+    It is named by a digest of ``_nuts_core.py``, Numba's version and the Python.
     """
     source = Path(core.__file__)
     key = hashlib.sha256(source.read_bytes())
     key.update(f"{numba.__version__} {sys.implementation.cache_tag}".encode())
-    configured = getattr(numba.config, "CACHE_DIR", "")
-    folder = Path(configured) if configured else source.parent / "__pycache__"
     return folder / f"kiln-nuts-{key.hexdigest()[:16]}.cached"
 
 
-def _kernel_cached() -> bool:
-    """Whether a process compiled (or loaded) ``sample_chunk`` into Numba's cache here."""
+def _kernel_cached(folder: Path | None) -> bool:
+    """Whether a process compiled (or loaded) ``sample_chunk`` into Numba's cache in ``folder``."""
     if getattr(numba.config, "DISABLE_JIT", False):
         return True  # nothing to compile
     try:
-        return _marker().is_file()
+        return folder is not None and _marker(folder).is_file()
     except OSError:
         return False
 
 
-def _mark_cached() -> None:
+def _mark_cached(folder: Path | None) -> None:
     """Write :func:`_marker` (a cache that cannot be written has none: a later prefetch)."""
+    if folder is None:
+        return
     try:
-        path = _marker()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
+        _make_private(folder)
+        fd = os.open(_marker(folder), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
     except OSError:
         pass
 
@@ -128,17 +167,20 @@ def prefetch() -> None:
     compiled in this process when :func:`compiled_sample_chunk` is first called.
     """
     global _prefetching
-    if _prefetching is not None or _load_sample_chunk.cache_info().currsize or _kernel_cached():
+    if _prefetching is not None or _load_sample_chunk.cache_info().currsize:
         return
+    folder = _cache_folder()
+    if folder is None or _kernel_cached(folder):
+        return  # no cache to fill (compiled here when needed), or filled already
     env = dict(os.environ)
-    cache_dir = getattr(numba.config, "CACHE_DIR", "")
-    if cache_dir:
-        env["NUMBA_CACHE_DIR"] = cache_dir
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    code = "from kiln_samplers._numba_nuts import compiled_sample_chunk as f; f()"
+    code = (
+        "import sys, pathlib, kiln_samplers._numba_nuts as m; "
+        "m._FOLDER_ARGUMENT = pathlib.Path(sys.argv[1]); m.compiled_sample_chunk()"
+    )
     try:
         _prefetching = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [sys.executable, "-c", code, str(folder)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -186,8 +228,9 @@ def compiled_sample_chunk() -> Any:
 @functools.cache
 def _load_sample_chunk() -> Any:
     _wait_for_prefetch()
+    folder = _cache_folder()
     for name in _HELPERS:
-        _namespace[name] = _compiled(name)
-    kernel = _compiled("sample_chunk", SAMPLE_CHUNK_SIGNATURE)
-    _mark_cached()
+        _namespace[name] = _compiled(name, folder)
+    kernel = _compiled("sample_chunk", folder, SAMPLE_CHUNK_SIGNATURE)
+    _mark_cached(folder)
     return kernel
