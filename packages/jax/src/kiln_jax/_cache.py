@@ -8,20 +8,21 @@ one is kept), and lowers JAX's minimum compile time for an entry to zero when it
 left at its default (kiln's functions mostly compile in well under JAX's default of
 one second; without this, nothing would be stored). Both are settings of JAX's global
 config, changed once per process, here and nowhere else. With ``config.cache`` off
-nothing is changed; a cache root that cannot be written gives one
+nothing is changed; a cache root that cannot be written, or that another user owns or
+can write (JAX's entries are compiled code), gives one
 :class:`~kiln_compile.CacheWarning` (like kiln's other caches) and JAX runs without
-the persistent cache.
+the persistent cache. The folder is created private (0700), like every folder of the
+cache root; JAX writes the files in it.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import jax
 
-from kiln_compile import config, is_unwritable, mark_unwritable
+from kiln_compile import DiskCache, config, mark_unwritable, new_temporary
 from kiln_jax._jax_internals import reset_compilation_cache
 
 _NAMESPACE = "jax"
@@ -30,9 +31,8 @@ _JAX_DEFAULT_MIN_COMPILE_TIME = 1.0
 
 
 def _probe(directory: Path) -> None:
-    """Raise OSError unless a file can be created in ``directory`` (created if needed)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=directory, prefix=".kiln-probe-")
+    """Raise OSError unless a file can be created in ``directory``."""
+    fd, name = new_temporary(directory)
     os.close(fd)
     os.unlink(name)
 
@@ -54,14 +54,14 @@ def enable_compilation_cache() -> str | None:
         return str(current)
     if not config.cache:
         return None
-    root = Path(os.path.expanduser(config.cache_dir))
-    if is_unwritable(root):
+    cache = DiskCache(_NAMESPACE)
+    target = cache.folder()  # private (0700), and None if someone else can write there
+    if target is None:
         return None
-    target = root / _NAMESPACE
     try:
         _probe(target)
     except OSError as exc:
-        mark_unwritable(root, target, exc)
+        mark_unwritable(cache.root, target, exc)
         return None
     jax.config.update("jax_compilation_cache_dir", str(target))
     if jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_TIME:

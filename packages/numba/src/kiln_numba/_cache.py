@@ -36,6 +36,8 @@ from typing import Any
 import numba
 
 from kiln_compile import (
+    DiskCache,
+    config,
     make_private_dirs,
     mark_unwritable,
     new_temporary,
@@ -45,7 +47,7 @@ from kiln_compile import (
 from kiln_numba import _numba_internals as internals
 from kiln_numba._numba_internals import CacheFileStats, CachePolicy
 
-__all__ = ["CacheFileStats", "cache_file_stats", "cfunc", "njit"]
+__all__ = ["CacheFileStats", "cache_file_stats", "cfunc", "kernel_njit", "njit"]
 
 
 def _cache_root(pycache: Path) -> Path:
@@ -127,3 +129,39 @@ def cfunc(signature: Any, cache: bool = False, **options: Any) -> Any:
 def cache_file_stats(dispatcher: Any) -> CacheFileStats | None:
     """Return the :class:`CacheFileStats` of a dispatcher made by :func:`njit` (or None)."""
     return internals.cache_file_stats(dispatcher)
+
+
+def attach_kernel_cache(dispatcher: Any) -> None:
+    """Give a kernel's dispatcher kiln's checked cache in ``<root>/numba/kernels/<module>``.
+
+    Called at the dispatcher's first compile, so it follows the config then; nothing
+    when the cache is off, cannot be written or is not trusted.
+    """
+    fn = dispatcher.py_func
+    folder = DiskCache("numba").folder("kernels", fn.__module__)
+    if folder is not None:
+        internals.checked_cache(dispatcher, fn, _POLICY, cache_path=str(folder))
+
+
+def kernel_njit(*args: Any, **options: Any) -> Any:
+    """Return ``numba.njit`` for kiln's own compiled kernels, cached under the kiln cache root.
+
+    For functions of installed modules (linear algebra, indexing, random draws) that
+    generated code calls: their machine code is kept with kiln's checked cache in
+    ``<cache root>/numba/kernels/<module>``, chosen at the first compile (so
+    ``config.cache`` and ``config.cache_dir`` set in Python are honoured), never in
+    ``__pycache__`` beside the installed file. ``options`` are Numba's (``inline=...``,
+    ``error_model=...``). On a Numba whose internals were not checked, Numba's own cache
+    beside the module, when ``config.cache`` is on at import.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        if not internals.usable():
+            return numba.njit(cache=bool(config.cache), **options)(fn)
+        return internals.late_cache_dispatcher(fn, options, attach_kernel_cache)
+
+    if len(args) == 1 and callable(args[0]) and not options:
+        return decorate(args[0])
+    if args:
+        raise TypeError("kernel_njit: pass options as keywords (inline=..., error_model=...)")
+    return decorate

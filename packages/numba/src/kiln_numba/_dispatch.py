@@ -21,15 +21,22 @@ from typing import Any
 
 import numba
 
+from kiln_compile import config
 from kiln_numba import _numba_internals as internals
+from kiln_numba._cache import attach_kernel_cache
 
 
 def signature_njit(*signatures: str, cache: bool = False) -> Callable[[Any], Any]:
-    """Return a decorator like ``numba.njit(signatures, cache=cache)``, compiled lazily."""
+    """Return a decorator like ``numba.njit(signatures, cache=cache)``, compiled lazily.
+
+    With ``cache``, the machine code is kept as :func:`kiln_numba._cache.kernel_njit`
+    keeps it: under the kiln cache root, following the config at the first compile.
+    """
 
     def decorate(fn: Callable[..., Any]) -> Any:
         if not internals.usable():
-            return numba.njit(list(signatures), cache=cache)(fn)
-        return internals.first_use_dispatcher(fn, signatures, cache)
+            return numba.njit(list(signatures), cache=cache and bool(config.cache))(fn)
+        attach = attach_kernel_cache if cache else None
+        return internals.first_use_dispatcher(fn, signatures, attach)
 
     return decorate

@@ -11,8 +11,10 @@ Errors raise :class:`numpy.linalg.LinAlgError` (a ``ValueError``), as on the VM.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
+
+from kiln_numba._cache import kernel_njit
 
 __all__ = [
     "blas_dot",
@@ -81,7 +83,7 @@ def _blas_dot(a, b):  # type: ignore[no-untyped-def]  # Numba matches the stub's
     return None
 
 
-@njit(cache=True)
+@kernel_njit
 def dot_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Return ``a @ b`` for float or complex matrices of one dtype, through BLAS.
 
@@ -91,7 +93,7 @@ def dot_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return blas_dot(a, b)
 
 
-@njit(cache=True)
+@kernel_njit
 def tri_kernel(x: np.ndarray, lower: bool, k: int) -> np.ndarray:
     """Return ``np.tril(x, k)`` (``lower``) or ``np.triu(x, k)`` over the last two axes."""
     m, n = x.shape[-2], x.shape[-1]
@@ -111,7 +113,7 @@ def tri_kernel(x: np.ndarray, lower: bool, k: int) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@kernel_njit
 def matmul_loop(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Accumulate ``a @ b`` into the zeroed ``out`` (dtypes BLAS does not handle)."""
     m, k = a.shape
@@ -130,7 +132,7 @@ def matmul_loop(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
 # compiled function a kernel calls is one more library to link into every graph using it.
 
 
-@njit(cache=True, inline="always")
+@kernel_njit(inline="always")
 def _all_finite(a: np.ndarray) -> bool:
     for i in range(a.shape[0]):
         for j in range(a.shape[1]):
@@ -139,7 +141,7 @@ def _all_finite(a: np.ndarray) -> bool:
     return True
 
 
-@njit(cache=True, inline="always")
+@kernel_njit(inline="always")
 def _check_square(a: np.ndarray) -> int:
     n = a.shape[0]
     if a.shape[1] != n:
@@ -147,7 +149,7 @@ def _check_square(a: np.ndarray) -> int:
     return n
 
 
-@njit(cache=True, inline="always")
+@kernel_njit(inline="always")
 def _symmetrized(a: np.ndarray, lower: bool) -> np.ndarray:
     """Return the symmetric matrix whose lower (or upper) triangle is that of ``a``."""
     n = a.shape[0]
@@ -160,7 +162,7 @@ def _symmetrized(a: np.ndarray, lower: bool) -> np.ndarray:
     return out
 
 
-@njit(cache=True, inline="always")
+@kernel_njit(inline="always")
 def _fill_nan(out: np.ndarray) -> np.ndarray:
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
@@ -168,7 +170,7 @@ def _fill_nan(out: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True, inline="always")
+@kernel_njit(inline="always")
 def _c_order(x: np.ndarray, transpose: bool) -> np.ndarray:
     """Return a C-ordered copy of ``x`` (of ``x.T`` with ``transpose``), as plain loops."""
     m, n = (x.shape[1], x.shape[0]) if transpose else (x.shape[0], x.shape[1])
@@ -179,7 +181,7 @@ def _c_order(x: np.ndarray, transpose: bool) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@kernel_njit
 def cholesky_kernel(a: np.ndarray, lower: bool) -> np.ndarray:
     """Return the lower (``a = L L^T``) or upper (``a = U^T U``) Cholesky factor.
 
@@ -196,7 +198,7 @@ def cholesky_kernel(a: np.ndarray, lower: bool) -> np.ndarray:
     return factor if lower else _c_order(factor, True)
 
 
-@njit(cache=True, inline="always")
+@kernel_njit(inline="always")
 def _substitute(a: np.ndarray, x: np.ndarray, lower: bool, unit_diagonal: bool, trans: int) -> None:
     """Overwrite ``x`` with the solution of ``a y = x`` (``a^T y = x``), ``a`` triangular."""
     n, k = x.shape
@@ -219,7 +221,7 @@ def _substitute(a: np.ndarray, x: np.ndarray, lower: bool, unit_diagonal: bool, 
                 x[i, c] /= d
 
 
-@njit(cache=True)
+@kernel_njit
 def solve_triangular_kernel(
     a: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool, trans: int
 ) -> np.ndarray:
@@ -236,7 +238,7 @@ def solve_triangular_kernel(
     return x
 
 
-@njit(cache=True, inline="always")
+@kernel_njit(inline="always")
 def _solve_checks(a: np.ndarray, b: np.ndarray) -> bool:
     """Check the shapes of ``a x = b``; return whether there is anything to solve."""
     n = _check_square(a)
@@ -245,7 +247,7 @@ def _solve_checks(a: np.ndarray, b: np.ndarray) -> bool:
     return n > 0 and b.shape[1] > 0
 
 
-@njit(cache=True)
+@kernel_njit
 def solve_kernel(a: np.ndarray, b: np.ndarray, symmetric: bool, lower: bool) -> np.ndarray:
     """Solve ``a x = b`` (``b`` a matrix) by LU with partial pivoting (LAPACK ``gesv``).
 
@@ -260,7 +262,7 @@ def solve_kernel(a: np.ndarray, b: np.ndarray, symmetric: bool, lower: bool) -> 
     return _c_order(np.linalg.solve(s, _c_order(b, False)), False)
 
 
-@njit(cache=True)
+@kernel_njit
 def solve_pos_kernel(a: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
     """Solve ``a x = b`` for a symmetric positive-definite ``a`` (Cholesky, two substitutions).
 
@@ -279,7 +281,7 @@ def solve_pos_kernel(a: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
     return x
 
 
-@njit(cache=True)
+@kernel_njit
 def inv_kernel(a: np.ndarray) -> np.ndarray:
     """Return the inverse of ``a``; ``LinAlgError`` if singular, NaNs if not finite."""
     n = _check_square(a)
@@ -290,7 +292,7 @@ def inv_kernel(a: np.ndarray) -> np.ndarray:
     return _c_order(np.linalg.inv(_c_order(a, False)), False)
 
 
-@njit(cache=True)
+@kernel_njit
 def det_kernel(a: np.ndarray) -> float:
     """Return the determinant of ``a`` (1 for 0 x 0, NaN if not finite)."""
     n = _check_square(a)
@@ -301,7 +303,7 @@ def det_kernel(a: np.ndarray) -> float:
     return np.linalg.det(_c_order(a, False))
 
 
-@njit(cache=True)
+@kernel_njit
 def slogdet_kernel(a: np.ndarray) -> tuple[float, float]:
     """Return the sign and log absolute determinant of ``a`` (NaNs if not finite)."""
     n = _check_square(a)

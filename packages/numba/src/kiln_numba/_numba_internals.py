@@ -357,11 +357,15 @@ def function_cache_class() -> type:
 
         _impl_class = _cache_impl_class()  # type: ignore[assignment]
 
-        def __init__(self, py_func: Callable[..., Any], policy: CachePolicy):
+        def __init__(
+            self, py_func: Callable[..., Any], policy: CachePolicy, cache_path: str | None
+        ):
             super().__init__(py_func)
             self.stats = CacheFileStats()
             self._on_write_error = policy.on_write_error
             locator = self._impl.locator
+            if cache_path is not None:
+                locator._cache_path = self._cache_path = cache_path
             locator.kiln_make_folder = policy.make_folder
             binding = hashlib.sha256(Path(locator._py_file).read_bytes())
             binding.update(self._impl.filename_base.encode())
@@ -396,15 +400,18 @@ def function_cache_class() -> type:
 
 
 def checked_cache(
-    dispatcher: Any, py_func: Callable[..., Any], policy: CachePolicy
+    dispatcher: Any,
+    py_func: Callable[..., Any],
+    policy: CachePolicy,
+    cache_path: str | None = None,
 ) -> CacheFileStats:
     """Give ``dispatcher`` (an njit dispatcher or a ``CFunc``) kiln's checked cache.
 
-    The cache lives in ``__pycache__`` beside ``py_func``'s module file, under the
-    rules of ``policy`` (what may be read, how files are written, who hears of a
-    failed save). Returns the cache's statistics.
+    The cache lives in ``cache_path``, by default ``__pycache__`` beside ``py_func``'s
+    module file, under the rules of ``policy`` (what may be read, how files are
+    written, who hears of a failed save). Returns the cache's statistics.
     """
-    cache = function_cache_class()(py_func, policy)
+    cache = function_cache_class()(py_func, policy, cache_path)
     dispatcher._cache = cache
     return cache.stats  # type: ignore[no-any-return]
 
@@ -428,11 +435,44 @@ def cfunc_uncompiled(fn: Callable[..., Any], signature: Any, options: dict[str, 
 
 
 @functools.cache
-def _first_use_class() -> type:
-    from numba.core import typeinfer
+def _late_cache_class() -> type:
     from numba.core.registry import CPUDispatcher
 
-    class FirstUseDispatcher(CPUDispatcher):  # type: ignore[misc, valid-type]
+    class LateCacheDispatcher(CPUDispatcher):  # type: ignore[misc, valid-type]
+        """A CPU dispatcher that is given its on-disk cache at its first compile.
+
+        So the cache follows the config at that moment (``config.cache_dir`` set in
+        Python after import included), not at import.
+        """
+
+        _kiln_attach: Callable[[Any], None] | None = None
+
+        def compile(self, sig: Any) -> Any:
+            """Attach the cache (once), then compile ``sig`` or load it from the cache."""
+            attach, self._kiln_attach = self._kiln_attach, None
+            if attach is not None:
+                attach(self)
+            return super().compile(sig)
+
+    return LateCacheDispatcher
+
+
+def late_cache_dispatcher(
+    fn: Callable[..., Any], options: dict[str, Any], attach: Callable[[Any], None] | None
+) -> Any:
+    """Return a nopython dispatcher of ``fn``; ``attach(it)`` runs before its first compile."""
+    dispatcher = _late_cache_class()(
+        py_func=fn, locals={}, targetoptions={"nopython": True, **options}
+    )
+    dispatcher._kiln_attach = attach
+    return dispatcher
+
+
+@functools.cache
+def _first_use_class() -> type:
+    from numba.core import typeinfer
+
+    class FirstUseDispatcher(_late_cache_class()):  # type: ignore[misc, valid-type]
         """A CPU dispatcher compiled for its signatures when it is first used."""
 
         _kiln_signatures: tuple[str, ...] = ()
@@ -461,11 +501,17 @@ def _first_use_class() -> type:
     return FirstUseDispatcher
 
 
-def first_use_dispatcher(fn: Callable[..., Any], signatures: tuple[str, ...], cache: bool) -> Any:
-    """Return a nopython dispatcher of ``fn`` that compiles ``signatures`` at first use."""
+def first_use_dispatcher(
+    fn: Callable[..., Any],
+    signatures: tuple[str, ...],
+    attach: Callable[[Any], None] | None,
+) -> Any:
+    """Return a nopython dispatcher of ``fn`` that compiles ``signatures`` at first use.
+
+    ``attach(dispatcher)`` (its on-disk cache) is called before that compile.
+    """
     dispatcher = _first_use_class()(py_func=fn, locals={}, targetoptions={"nopython": True})
-    if cache:
-        dispatcher.enable_caching()
+    dispatcher._kiln_attach = attach
     dispatcher._kiln_signatures = signatures
     return dispatcher
 

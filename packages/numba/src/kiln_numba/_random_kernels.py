@@ -15,6 +15,7 @@ import numba
 import numpy as np
 from numba import njit, types
 
+from kiln_numba._cache import kernel_njit
 from kiln_random import OPS, RandomVariable, copy_generator
 
 _GENERATOR = types.npy_rng
@@ -24,7 +25,7 @@ def _copy(rng: np.random.Generator) -> np.random.Generator:
     return copy_generator(rng)
 
 
-@njit(cache=True)
+@kernel_njit
 def copy_rng(rng):  # type: ignore[no-untyped-def]
     """Return a copy of the generator ``rng`` (through Python)."""
     with numba.objmode(new=_GENERATOR):
@@ -48,5 +49,5 @@ def compile_kernel(op: RandomVariable) -> Any:
 
 __all__ = ["copy_rng"]
 for _op in OPS.values():
-    globals()[f"rv_{_op.name}"] = njit(cache=True)(type(_op).core_fn)
+    globals()[f"rv_{_op.name}"] = kernel_njit(type(_op).core_fn)
     __all__.append(f"rv_{_op.name}")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from kiln_numba._cache import kernel_njit
 from kiln_numba._errors import KilnRuntimeError
 from kiln_numba._vector_math import exp_f64, log1p_f64
 
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: Division by zero gives inf / nan, as in NumPy and in the generated code.
-_jit = njit(cache=True, error_model="numpy")
+_jit = kernel_njit(error_model="numpy")
 
 _SQRT_PI = math.sqrt(math.pi)
 _LN2 = math.log(2.0)

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from kiln_graph import KilnIndexError, KilnValueError, ShapeMismatchError
+from kiln_numba._cache import kernel_njit
 from kiln_numba._dispatch import signature_njit
 
 # --- errors raised from compiled code ---------------------------------------------------
@@ -158,7 +159,7 @@ def _writable_numba(x: Any) -> Callable[[Any], Any]:
 _TAKE = "AdvancedSubtensor1"
 
 
-@njit(cache=True)
+@kernel_njit
 def take_1d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Return ``x[idx]`` for a vector ``x`` (checked, negative indices wrap)."""
     n = x.shape[0]
@@ -171,7 +172,7 @@ def take_1d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@kernel_njit
 def take_2d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Return the rows ``x[idx]`` of a matrix ``x``."""
     n, m = x.shape
@@ -187,7 +188,7 @@ def take_2d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@kernel_njit
 def take_nd(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Return ``x[idx]`` along the first axis of an array of any number of dimensions."""
     n = x.shape[0]
@@ -200,7 +201,7 @@ def take_nd(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@kernel_njit
 def scatter_1d(out: np.ndarray, y: np.ndarray, idx: np.ndarray, set_: bool, label: str) -> None:
     """Set ``out[idx] = y`` or add ``y`` at ``idx`` (repeats accumulate), ``out`` a vector.
 
@@ -219,7 +220,7 @@ def scatter_1d(out: np.ndarray, y: np.ndarray, idx: np.ndarray, set_: bool, labe
             out[i] += y[k]
 
 
-@njit(cache=True)
+@kernel_njit
 def scatter_2d(out: np.ndarray, y: np.ndarray, idx: np.ndarray, set_: bool, label: str) -> None:
     """Set or add the rows of ``y`` at rows ``idx`` of the matrix ``out``."""
     n, m = out.shape
@@ -237,7 +238,7 @@ def scatter_2d(out: np.ndarray, y: np.ndarray, idx: np.ndarray, set_: bool, labe
                 out[i, j] += y[k, j]
 
 
-@njit(cache=True)
+@kernel_njit
 def scatter_nd(out: np.ndarray, y: np.ndarray, idx: np.ndarray, set_: bool, label: str) -> None:
     """Set or add ``y[k]`` at ``out[idx[k]]`` for arrays of any number of dimensions."""
     n = out.shape[0]
