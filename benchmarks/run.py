@@ -10,8 +10,9 @@ against hand-written ``@njit``, tiny-graph call overhead) under ``"stage2"``, th
 random draws against NumPy's Generator (``random_draws.py``) under ``"random"``, and
 the model layer's first line -> compiled logp+grad (``model_compile.py``) under
 ``"model_compile"``, ``kl.sample`` end to end (``sampling.py``) under ``"sampling"``,
-and the time per leapfrog step of each form of data (``data_variants.py``) under
-``"data_variants"``.
+the cost of its results next to sampling at 10^4 draws per chain (``results_cost.py``)
+under ``"results_cost"``, and the time per leapfrog step of each form of data
+(``data_variants.py``) under ``"data_variants"``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import kiln
 import kiln.tensor as kt
 import model_compile
 import random_draws
+import results_cost
 import sampling
 import stage2
 from stage1 import format_table, run_stage1
@@ -113,6 +115,11 @@ def main() -> None:
         "--no-sample", action="store_true", help="skip the kl.sample end-to-end benchmarks"
     )
     parser.add_argument(
+        "--no-results",
+        action="store_true",
+        help="skip the cost of kl.sample's results next to sampling (issue #21)",
+    )
+    parser.add_argument(
         "--no-variants",
         action="store_true",
         help="skip the per-leapfrog times of the data variants (issue #19)",
@@ -152,6 +159,9 @@ def main() -> None:
     if not args.no_sample:
         models = tuple(m for m in args.models if m in sampling.PYMC_BEST_WALL)
         report["sampling"] = sampling.run_sampling(models)
+    if not args.no_results:
+        models = tuple(m for m in args.models if m in results_cost.MODELS)
+        report["results_cost"] = results_cost.run_results_cost(models)
     if not args.no_variants:
         report["data_variants"] = data_variants.leapfrog_times()
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +180,8 @@ def main() -> None:
         print(model_compile.format_table(report["model_compile"]))
     if "sampling" in report:
         print(sampling.format_table(report["sampling"]))
+    if "results_cost" in report:
+        print(results_cost.format_table(report["results_cost"]))
     if "data_variants" in report:
         print(data_variants.format_table(report["data_variants"]))
     print(f"wrote {args.output}")

@@ -35,7 +35,13 @@ from kiln_samplers._nuts import (
 )
 from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel
-from kiln_samplers._sample import Trace, _cpu_count, chain_seeds, map_draws, warn_interrupted
+from kiln_samplers._sample import (
+    Trace,
+    _cpu_count,
+    chain_seeds,
+    posterior_draws,
+    warn_interrupted,
+)
 from kiln_samplers._steps import Step, StepContext
 
 _NUTS_DTYPES: dict[str, Any] = {
@@ -365,7 +371,7 @@ def sample_steps(
     if interrupted:
         warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
     unconstrained = np.stack([r.draws[:n] for r in kept])
-    posterior = map_draws(model.expand, unconstrained, template=model.initial_point(0))
+    posterior = posterior_draws(model, unconstrained)
     per_step = [np.stack([r.stats[j][:n] for r in kept]) for j in range(len(steps))]
     return Trace(posterior, step_stats(steps, per_step), unconstrained, elapsed, tune, interrupted)
 

@@ -40,9 +40,13 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     ``scipy.stats.rankdata(values, method="average", axis=-1)``, without importing
     scipy.stats (half a second).
     """
-    n = values.shape[-1]
     order = np.argsort(values, axis=-1)
-    ordered = np.take_along_axis(values, order, axis=-1)
+    return _average_ranks(values, order, np.take_along_axis(values, order, axis=-1))
+
+
+def _average_ranks(values: np.ndarray, order: np.ndarray, ordered: np.ndarray) -> np.ndarray:
+    """Return :func:`average_ranks` given the sort ``order`` and the ``ordered`` values."""
+    n = values.shape[-1]
     position = np.broadcast_to(np.arange(n), values.shape)
     ranks = np.empty(values.shape)
     tie = ordered[..., 1:] == ordered[..., :-1]
@@ -59,14 +63,45 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _z_scale(ary: np.ndarray) -> np.ndarray:
-    """Replace each row's values by the normal quantiles of their pooled ranks."""
+def _z_scale(flat: np.ndarray, order: np.ndarray, ordered: np.ndarray) -> np.ndarray:
+    """Replace each row's values by the normal quantiles of their ranks.
+
+    ``flat`` is ``(k, size)`` (only its shape is read), ``order`` its rows' sort order
+    and ``ordered`` the sorted rows. Without ties (continuous draws) the ranks are a
+    permutation of ``1..size``: the ``size`` quantiles are computed once and scattered
+    by each row's order.
+    """
     from scipy import special
 
-    k, chains, draws = ary.shape
-    size = chains * draws
-    rank = average_ranks(ary.reshape(k, size))
-    return special.ndtri((rank - 0.375) / (size + 0.25)).reshape(k, chains, draws)
+    k, size = flat.shape
+    if (ordered[:, 1:] == ordered[:, :-1]).any():
+        rank = _average_ranks(flat, order, ordered)
+        return special.ndtri((rank - 0.375) / (size + 0.25))  # type: ignore[no-any-return]
+    quantiles = special.ndtri((np.arange(1.0, size + 1.0) - 0.375) / (size + 0.25))
+    z = np.empty(k * size)
+    z[(order + (np.arange(k) * size)[:, None]).ravel()] = np.tile(quantiles, k)
+    return z.reshape(k, size)
+
+
+def _folded_order(
+    order: np.ndarray, ordered: np.ndarray, median: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return an array shaped like the rows, the sort order of ``|x - median|``, sorted.
+
+    From the rows' own sort: along ``ordered`` the folded values fall until the median
+    and rise after it, so reversing the first part gives two sorted runs, which a
+    stable sort (timsort) merges in one linear pass instead of a new sort.
+    """
+    size = ordered.shape[1]
+    folded_sorted_x = np.abs(ordered - median[:, None])
+    below = (ordered < median[:, None]).sum(axis=1)[:, None]
+    j = np.arange(size)
+    runs_index = np.where(j < below, below - 1 - j, j)
+    runs = np.take_along_axis(folded_sorted_x, runs_index, axis=1)
+    merge = np.argsort(runs, axis=1, kind="stable")
+    order_f = np.take_along_axis(order, np.take_along_axis(runs_index, merge, axis=1), axis=1)
+    # The folded rows themselves are not needed (only their shape): the sorted x's.
+    return folded_sorted_x, order_f, np.take_along_axis(runs, merge, axis=1)
 
 
 def _rhat(ary: np.ndarray) -> np.ndarray:
@@ -126,12 +161,17 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if invalid.all():
         return np.full(shape, np.nan), np.full(shape, np.nan)
     split = _split_chains(np.where(invalid[:, None, None], 0.0, ary))
-    z = _z_scale(split)
+    flat = split.reshape(split.shape[0], -1)
+    order = np.argsort(flat, axis=1)  # the one sort (of every row's pooled draws)
+    ordered = np.take_along_axis(flat, order, axis=1)
+    z = _z_scale(flat, order, ordered).reshape(split.shape)
     ess = np.where(invalid, np.nan, _ess(z))
     if chains < 2:
         return np.full(shape, np.nan), ess.reshape(shape)
     bulk = _rhat(z)
-    tail = _rhat(_z_scale(np.abs(split - np.median(split, axis=(1, 2), keepdims=True))))
+    size = flat.shape[1]
+    median = 0.5 * (ordered[:, (size - 1) // 2] + ordered[:, size // 2])  # np.median's
+    tail = _rhat(_z_scale(*_folded_order(order, ordered, median)).reshape(split.shape))
     with np.errstate(invalid="ignore"):
         rhat = np.where(tail > bulk, tail, bulk)  # Python's max(bulk, tail), as ArviZ
     return np.where(invalid, np.nan, rhat).reshape(shape), ess.reshape(shape)

@@ -21,7 +21,9 @@ class CompiledModel(Protocol):
     hold integer values, which step methods move in integer jumps and NUTS never
     moves; absent means all continuous), ``layout`` (blocks with ``support`` /
     ``lower`` / ``upper`` for the discrete steps), ``logp_jax`` / ``expand_jax`` (the
-    JAX path, for numpyro and blackjax).
+    JAX path, for numpyro and blackjax), ``expand_draws(xs)`` (``expand`` of every row
+    of a ``(draws, ndim)`` array in one call, values shaped ``(draws, ...)``: the
+    results of many draws then cost one call, not one per draw).
     """
 
     ndim: int

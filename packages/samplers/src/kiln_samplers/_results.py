@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import datetime
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -28,18 +30,22 @@ def to_datatree(
     constant_data: Mapping[str, Any] | None = None,
     attrs: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Return the groups ``posterior``, ``sample_stats`` (+ data groups) as a DataTree."""
-    # Imported here: arviz_base (xarray, pandas) is most of the time of importing this
-    # package, which a process that only runs the compiled kernel does not need.
-    import arviz_base
+    """Return the groups ``posterior``, ``sample_stats`` (+ data groups) as a DataTree.
 
-    groups: dict[str, Any] = {"posterior": trace.posterior, "sample_stats": trace.sample_stats}
-    if observed_data:
-        groups["observed_data"] = dict(observed_data)
-    if constant_data:
-        groups["constant_data"] = dict(constant_data)
+    ArviZ's layout (``arviz_base.from_dict``'s: ``chain`` and ``draw`` first, unnamed
+    dims ``<name>_dim_<i>`` with integer coords), built from the stacked arrays with
+    xarray directly: one Dataset per group, no per-variable conversion.
+    """
+    # Imported here: xarray (and pandas) is most of the time of importing this
+    # package, which a process that only runs the compiled kernel does not need.
+    import xarray
+
     clean_dims = {k: list(v) for k, v in (dims or {}).items() if v is not None}
+    clean_coords = {k: np.asarray(v) for k, v in (coords or {}).items()}
     all_attrs = {
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "creation_library": "kiln",
+        "creation_library_language": "Python",
         "sampling_time": trace.sampling_time,
         "tuning_steps": trace.tuning_steps,
         "interrupted": int(trace.interrupted),
@@ -47,11 +53,53 @@ def to_datatree(
         **({"n_leapfrog": trace.n_leapfrog} if trace.n_leapfrog is not None else {}),
         **(attrs or {}),
     }
-    clean_coords = {k: list(v) for k, v in (coords or {}).items()}
-    tree = arviz_base.from_dict(groups, dims=clean_dims, coords=clean_coords)
+    sample = ("chain", "draw")
+    groups = {
+        "posterior": _dataset(xarray, trace.posterior, clean_dims, clean_coords, sample),
+        "sample_stats": _dataset(xarray, trace.sample_stats, clean_dims, clean_coords, sample),
+    }
+    if observed_data:
+        groups["observed_data"] = _dataset(xarray, observed_data, clean_dims, clean_coords, ())
+    if constant_data:
+        groups["constant_data"] = _dataset(xarray, constant_data, clean_dims, clean_coords, ())
+    groups["posterior"].attrs.update(all_attrs)
+    tree = xarray.DataTree.from_dict(groups)
     tree.attrs.update(all_attrs)
-    tree["posterior"].attrs.update(all_attrs)
     return tree
+
+
+def _dataset(
+    xarray: Any,
+    values: Mapping[str, Any],
+    dims: Mapping[str, list[Any]],
+    coords: Mapping[str, np.ndarray],
+    sample: tuple[str, ...],
+) -> Any:
+    """Return one group: each array with ``sample`` dims first, then its own dims."""
+    data_vars: dict[str, Any] = {}
+    used: dict[str, np.ndarray] = {}
+    for name, value in values.items():
+        array = np.asarray(value)
+        given = [d for d in dims.get(name, []) if d not in sample]
+        names = list(sample)
+        unnamed = 0
+        for axis in range(len(sample), array.ndim):
+            k = axis - len(sample)
+            if k < len(given) and given[k] is not None:
+                names.append(str(given[k]))
+            else:
+                names.append(f"{name}_dim_{unnamed}")
+                unnamed += 1
+        if len(given) > array.ndim - len(sample):
+            raise ValueError(
+                f"{name}: {len(given)} dims given ({given}) for an array of "
+                f"{array.ndim - len(sample)} dimension(s) (shape {array.shape[len(sample) :]})"
+            )
+        for dim, length in zip(names, array.shape, strict=True):
+            if dim not in used:
+                used[dim] = coords[dim] if dim in coords else np.arange(length)
+        data_vars[name] = (names, array)
+    return xarray.Dataset(data_vars, coords=used)
 
 
 def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict[str, Any]:
@@ -78,9 +126,7 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
             "max_treedepth, reparameterize, or check the posterior's geometry."
         )
     if chains > 1 and draws >= 4:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            both = [rhat_ess(v.values) for v in idata["posterior"].data_vars.values()]
+        both = _rhat_ess_all([v.values for v in idata["posterior"].data_vars.values()])
         max_rhat = max((float(np.nanmax(r, initial=-np.inf)) for r, _ in both), default=np.nan)
         min_ess = min((float(np.nanmin(e, initial=np.inf)) for _, e in both), default=np.nan)
         max_rhat = max_rhat if np.isfinite(max_rhat) else float("nan")  # no finite R-hat
@@ -100,3 +146,23 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
         for message in messages:
             warnings.warn(message, SamplingWarning, stacklevel=3)
     return report
+
+
+def _rhat_ess_all(arrays: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Return :func:`rhat_ess` of all the ``(chain, draw, ...)`` arrays, flattened.
+
+    The elements of every array in one ``(chain, draw, k)`` array, split in two halves
+    computed in two threads (NumPy's sorts and FFTs release the GIL).
+    """
+    if not arrays:
+        return []
+    chains, draws = arrays[0].shape[:2]
+    rows = np.concatenate([np.reshape(a, (chains, draws, -1)) for a in arrays], axis=2)
+    half = rows.shape[2] // 2
+    parts = [rows[..., :half], rows[..., half:]] if half else [rows]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if len(parts) == 1:
+            return [rhat_ess(rows)]
+        with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+            return list(pool.map(rhat_ess, parts))

@@ -112,7 +112,7 @@ def sample_nuts(
         warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
     unconstrained = np.stack([r.draws[:n] for r in kept])
     stats = np.stack([r.stats[:n] for r in kept])
-    posterior = map_draws(model.expand, unconstrained, template=model.initial_point(0))
+    posterior = posterior_draws(model, unconstrained)
     sample_stats = {name: stats[..., k] for k, name in enumerate(STAT_NAMES)}
     sample_stats["diverging"] = sample_stats["diverging"].astype(bool)
     for name in ("tree_depth", "n_steps"):
@@ -150,6 +150,20 @@ def warn_interrupted(draws: int, kept: int, chains: int, warming_up: int) -> Non
             "are not kept"
         )
     warnings.warn(message, SamplingInterrupted, stacklevel=3)
+
+
+def posterior_draws(model: CompiledModel, unconstrained: np.ndarray) -> dict[str, np.ndarray]:
+    """Return ``{name: (chain, draw, ...)}``: the model's values at every draw.
+
+    One batched call of the model's optional ``expand_draws`` (``(k, ndim)`` rows to
+    ``(k, ...)`` values) when it has one, else :func:`map_draws` of ``expand``.
+    """
+    chains, draws, ndim = unconstrained.shape
+    batched = getattr(model, "expand_draws", None)
+    if batched is None or draws == 0:
+        return map_draws(model.expand, unconstrained, template=model.initial_point(0))
+    flat = batched(unconstrained.reshape(chains * draws, ndim))
+    return {k: np.asarray(v).reshape(chains, draws, *np.shape(v)[1:]) for k, v in flat.items()}
 
 
 def map_draws(
