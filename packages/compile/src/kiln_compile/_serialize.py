@@ -91,7 +91,7 @@ def _refresh_classes() -> None:
     _classes.update(seen)
 
 
-def _lookup(name: str, base: type) -> type:
+def _lookup(name: str, base: type) -> Any:
     """Return the already defined subclass of ``base`` named ``name`` (module:qualname)."""
     cls = _classes.get(name)
     if cls is None:
@@ -311,7 +311,7 @@ class _Reader:
             return cls(*self.value(rest[1]))
         if kind == "P":
             cls = _lookup(rest[0], Props)
-            op = cls.__new__(cls)
+            op = object.__new__(cls)  # as unpickling does: attributes set, no __init__
             op.__dict__.update({str(k): self.value(x) for k, x in rest[1:]})
             return op
         if kind == "G":

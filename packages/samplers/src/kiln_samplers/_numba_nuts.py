@@ -83,12 +83,12 @@ def _compiled(name: str, folder: Path | None, signature: Any = None) -> Any:
         dispatcher = njit(nogil=True, error_model="numpy")(copy)
     else:
         # Numba picks a function's cache folder when it is decorated.
-        configured = numba.config.CACHE_DIR
-        numba.config.CACHE_DIR = str(folder)
+        configured = getattr(numba.config, "CACHE_DIR", "")
+        setattr(numba.config, "CACHE_DIR", str(folder))  # noqa: B010 (not in Numba's stubs)
         try:
             dispatcher = njit(nogil=True, error_model="numpy", cache=True)(copy)
         finally:
-            numba.config.CACHE_DIR = configured
+            setattr(numba.config, "CACHE_DIR", configured)  # noqa: B010
     if signature is not None:  # compiled (or loaded) now, and for that signature only
         dispatcher.compile(signature)
         dispatcher.disable_compile()
