@@ -73,3 +73,56 @@ def test_average_ranks_equal_scipy() -> None:
     np.testing.assert_array_equal(
         average_ranks(values.T), stats.rankdata(values.T, method="average", axis=-1)
     )
+
+
+def _idata(posterior: dict[str, np.ndarray]):
+    """Return a DataTree of ``posterior`` (chain, draw, ...) arrays, empty sample_stats."""
+    import xarray
+
+    chains, draws = next(iter(posterior.values())).shape[:2]
+    stats_ = xarray.Dataset({"diverging": (("chain", "draw"), np.zeros((chains, draws), bool))})
+    post = xarray.Dataset({k: (("chain", "draw", f"{k}_dim"), v) for k, v in posterior.items()})
+    return xarray.DataTree.from_dict({"posterior": post, "sample_stats": stats_})
+
+
+def _autoregressive(rng, rho: float, chains: int, draws: int, k: int) -> np.ndarray:
+    out = np.empty((chains, draws, k))
+    out[:, 0] = rng.normal(size=(chains, k))
+    noise = rng.normal(size=(chains, draws, k)) * np.sqrt(1 - rho**2)
+    for t in range(1, draws):
+        out[:, t] = rho * out[:, t - 1] + noise[:, t]
+    return out
+
+
+def test_screened_diagnostics_are_exact_where_they_decide() -> None:
+    """10^4 draws per chain: a screen, then exact values on every draw for what decides."""
+    from kiln_samplers import check_diagnostics
+
+    rng = np.random.default_rng(5)
+    good = rng.normal(size=(2, 10_000, 40))
+    sticky = _autoregressive(rng, 0.995, 2, 10_000, 1)  # low ESS
+    apart = rng.normal(size=(2, 10_000, 1)) + np.array([0.0, 0.3])[:, None, None]  # R-hat
+    idata = _idata({"good": good, "sticky": sticky, "apart": apart})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = check_diagnostics(idata, max_treedepth=10)
+    text = " ".join(str(w.message) for w in caught)
+    assert "rhat statistic is larger" in text and "effective sample size" in text
+    assert report["screened_draws"] == 1000
+    exact_r, exact_e = rhat_ess(np.concatenate([good, sticky, apart], axis=2))
+    assert report["max_rhat"] == exact_r.max()  # the exact value, on every draw
+    assert report["min_ess_bulk"] == exact_e.min()
+
+
+def test_a_screen_that_passes_everything_warns_nothing() -> None:
+    from kiln_samplers import check_diagnostics
+
+    rng = np.random.default_rng(6)
+    good = rng.normal(size=(4, 5_000, 30))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = check_diagnostics(_idata({"good": good}), max_treedepth=10)
+    exact_r, exact_e = rhat_ess(good)
+    assert report["screened_draws"] == 1000
+    assert report["max_rhat"] <= exact_r.max() and report["max_rhat"] < 1.01
+    assert report["min_ess_bulk"] >= exact_e.min() and report["min_ess_bulk"] > 400

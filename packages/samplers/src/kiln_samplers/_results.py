@@ -102,11 +102,25 @@ def _dataset(
     return xarray.Dataset(data_vars, coords=used)
 
 
+#: Draws per chain the R-hat / ESS screen reads (every ``k``-th draw of a longer run).
+SCREEN_DRAWS = 1000
+#: A screened R-hat above this, or a screened bulk ESS below twice the warning's
+#: threshold, sends the element to the exact computation on every draw.
+_SCREEN_RHAT = 1.005
+
+
 def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict[str, Any]:
     """Warn, as PyMC does, about divergences, R-hat > 1.01, low bulk ESS, full trees.
 
-    R-hat and ESS are ArviZ's rank-normalized split R-hat and bulk ESS, computed for all
-    elements at once (:mod:`kiln_samplers._diagnostics`).
+    R-hat and ESS are ArviZ's rank-normalized split R-hat and bulk ESS
+    (:mod:`kiln_samplers._diagnostics`). For more than ``2 * SCREEN_DRAWS`` draws per
+    chain, every element is first screened on ``SCREEN_DRAWS`` evenly spaced draws per
+    chain; the elements whose screen comes near a threshold (R-hat above 1.005, bulk ESS
+    below twice the warning's threshold), and the one the screen ranks worst for each,
+    are computed exactly on every draw. Thinning lowers ESS, so an element the screen
+    passes would pass on every draw. The report's ``max_rhat`` and ``min_ess_bulk`` are
+    the exact values of the elements computed exactly (those that decide the
+    warnings), and ``screened_draws`` the draws per chain of the screen (None: none).
     """
     stats = idata["sample_stats"]
     # Gradient-free steps have no divergences nor trees (their stats differ from NUTS's).
@@ -126,12 +140,13 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
             "max_treedepth, reparameterize, or check the posterior's geometry."
         )
     if chains > 1 and draws >= 4:
-        both = _rhat_ess_all([v.values for v in idata["posterior"].data_vars.values()])
-        max_rhat = max((float(np.nanmax(r, initial=-np.inf)) for r, _ in both), default=np.nan)
-        min_ess = min((float(np.nanmin(e, initial=np.inf)) for _, e in both), default=np.nan)
+        arrays = [v.values for v in idata["posterior"].data_vars.values()]
+        rhat, ess, screened = _screened_rhat_ess(arrays, min_ess=100 * chains)
+        max_rhat = float(np.nanmax(rhat, initial=-np.inf)) if rhat.size else np.nan
+        min_ess = float(np.nanmin(ess, initial=np.inf)) if ess.size else np.nan
         max_rhat = max_rhat if np.isfinite(max_rhat) else float("nan")  # no finite R-hat
         min_ess = min_ess if np.isfinite(min_ess) else float("nan")
-        report.update(max_rhat=max_rhat, min_ess_bulk=min_ess)
+        report.update(max_rhat=max_rhat, min_ess_bulk=min_ess, screened_draws=screened)
         if max_rhat > 1.01:
             messages.append(
                 f"The rhat statistic is larger than 1.01 for some parameters (max "
@@ -148,21 +163,47 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
     return report
 
 
-def _rhat_ess_all(arrays: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Return :func:`rhat_ess` of all the ``(chain, draw, ...)`` arrays, flattened.
+def _screened_rhat_ess(
+    arrays: list[np.ndarray], min_ess: float
+) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """Return exact R-hat and bulk ESS of the elements that decide the warnings.
 
-    The elements of every array in one ``(chain, draw, k)`` array, split in two halves
-    computed in two threads (NumPy's sorts and FFTs release the GIL).
+    Every element of the ``(chain, draw, ...)`` arrays when the run is short; otherwise
+    those a screen on ``SCREEN_DRAWS`` draws per chain picks (see :func:`check_diagnostics`).
+    Also returns the screen's draws per chain (None: no screen).
     """
     if not arrays:
-        return []
+        return np.empty(0), np.empty(0), None
     chains, draws = arrays[0].shape[:2]
     rows = np.concatenate([np.reshape(a, (chains, draws, -1)) for a in arrays], axis=2)
+    step = draws // SCREEN_DRAWS
+    if step < 2:
+        rhat, ess = _rhat_ess_rows(rows)
+        return rhat, ess, None
+    thin = np.ascontiguousarray(rows[:, ::step][:, :SCREEN_DRAWS])
+    rhat_s, ess_s = _rhat_ess_rows(thin)
+    with np.errstate(invalid="ignore"):
+        suspect = (rhat_s > _SCREEN_RHAT) | (ess_s < 2 * min_ess) | np.isnan(rhat_s)
+    picked = set(np.flatnonzero(suspect).tolist())
+    for values, worst in ((rhat_s, np.nanargmax), (ess_s, np.nanargmin)):
+        if np.isfinite(values).any():
+            picked.add(int(worst(values)))
+    index = np.array(sorted(picked), dtype=np.intp)
+    rhat, ess = _rhat_ess_rows(np.ascontiguousarray(rows[:, :, index]))
+    return rhat, ess, thin.shape[1]
+
+
+def _rhat_ess_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return :func:`rhat_ess` of the elements of one ``(chain, draw, k)`` array.
+
+    Split in two halves computed in two threads (NumPy's sorts and FFTs release the GIL).
+    """
     half = rows.shape[2] // 2
-    parts = [rows[..., :half], rows[..., half:]] if half else [rows]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if len(parts) == 1:
-            return [rhat_ess(rows)]
+        if half < 8:
+            return rhat_ess(rows)
+        parts = [rows[..., :half], rows[..., half:]]
         with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
-            return list(pool.map(rhat_ess, parts))
+            done = list(pool.map(rhat_ess, parts))
+    return np.concatenate([done[0][0], done[1][0]]), np.concatenate([done[0][1], done[1][1]])
