@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kiln_graph import Constant, KilnValueError, Variable
+from kiln_graph import Constant, KilnValueError, Program, Variable, ancestors
 from kiln_model._errors import ModelError
+from kiln_random import constraint_names, evaluate_constraint, show_value
 
 if TYPE_CHECKING:
     from kiln_model._model import Model
@@ -33,8 +34,9 @@ _MAX_NODES = 64
 def constant_value(x: Any) -> np.ndarray | None:
     """Return the value of ``x`` when it is a small expression of constants, else None.
 
-    Plain Python and NumPy values are their own value; a graph variable is evaluated
-    node by node (each node's ``perform``) when every input it depends on is a constant.
+    Plain Python and NumPy values are their own value; a graph variable of at most
+    ``_MAX_NODES`` nodes whose roots are all constants is run by the reference
+    interpreter (:class:`kiln_graph.Program`).
     """
     if not isinstance(x, Variable):
         try:
@@ -42,59 +44,21 @@ def constant_value(x: Any) -> np.ndarray | None:
         except Exception:  # noqa: BLE001 (not array-like: nothing to check)
             return None
         return arr if arr.dtype.kind in "biuf" else None
-    values: dict[Variable, Any] = {}
-    order: list[Any] = []
-    stack = [x]
-    while stack:
-        v = stack.pop()
-        if v in values:
-            continue
-        if isinstance(v, Constant):
-            values[v] = v.data
-            continue
-        node = v.owner
-        if node is None or len(order) >= _MAX_NODES:
+    if isinstance(x, Constant):
+        return np.asarray(x.data)
+    owners = set()
+    for v in ancestors([x]):
+        if v.owner is None and not isinstance(v, Constant):
+            return None  # depends on a random variable, Data, an input
+        owners.add(v.owner)
+        if len(owners) > _MAX_NODES:
             return None
-        if not hasattr(node.op, "perform"):
-            return None
-        order.append(node)
-        values[v] = None
-        stack.extend(node.inputs)
-    for node in reversed(_topological(order)):
-        results: list[Any] = [None] * len(node.outputs)
-        try:
-            with np.errstate(all="ignore"):
-                node.op.perform(node, [values[i] for i in node.inputs], results)
-        except Exception:  # noqa: BLE001 (left to the compiled function to report)
-            return None
-        values.update(zip(node.outputs, results, strict=True))
-    out = values.get(x)
-    return None if out is None else np.asarray(out)
-
-
-def _topological(nodes: list[Any]) -> list[Any]:
-    """Return ``nodes`` ordered so that each node comes before the nodes it depends on."""
-    index = {id(n): n for n in nodes}
-    seen: set[int] = set()
-    post: list[Any] = []
-
-    def visit(n: Any) -> None:
-        if id(n) in seen:
-            return
-        seen.add(id(n))
-        for i in n.inputs:
-            if i.owner is not None and id(i.owner) in index:
-                visit(i.owner)
-        post.append(n)
-
-    for n in nodes:
-        visit(n)
-    return post[::-1]
-
-
-def _show(value: Any) -> str:
-    arr = np.asarray(value)
-    return str(arr.item()) if arr.size == 1 else np.array2string(arr, threshold=8)
+    try:
+        with np.errstate(all="ignore"):
+            (value,) = Program([], [x])([])
+    except Exception:  # noqa: BLE001 (left to the compiled function to report)
+        return None
+    return np.asarray(value)
 
 
 def _op_params(rv: Variable) -> dict[str, Any]:
@@ -107,7 +71,7 @@ def op_checks(op: Any) -> list[Check]:
     """Return the constraints a draw op declares (``op.constraints``) as checks."""
     out: list[Check] = []
     for expr, description in getattr(op, "constraints", ()):
-        names = tuple(n for n in compile(expr, "<constraint>", "eval").co_names if n != "np")
+        names = constraint_names(expr)
         out.append((names, _evaluator(expr, names), description))
     return out
 
@@ -133,12 +97,12 @@ def check_constants(what: str, params: Mapping[str, Any], checks: Sequence[Check
         with np.errstate(all="ignore"):
             ok = bool(np.all(predicate(*values)))
         if not ok:
-            shown = ", ".join(f"{p}={_show(v)}" for p, v in zip(names, values, strict=True))
+            shown = ", ".join(f"{p}={show_value(v)}" for p, v in zip(names, values, strict=True))
             raise KilnValueError(f"{what}: {description}, got {shown}")
     for p, v in params.items():
         arr = value(p) if v is not None else None
         if arr is not None and arr.dtype.kind == "f" and np.isnan(arr).any():
-            raise KilnValueError(f"{what}: parameter {p!r} holds NaN, got {p}={_show(arr)}")
+            raise KilnValueError(f"{what}: parameter {p!r} holds NaN, got {p}={show_value(arr)}")
 
 
 def check_draw_parameters(rv: Variable) -> None:
@@ -153,11 +117,8 @@ def check_draw_parameters(rv: Variable) -> None:
 
 
 def _evaluator(expr: str, names: tuple[str, ...]) -> Callable[..., Any]:
-    code = compile(expr, "<constraint>", "eval")
-
     def evaluate(*values: Any) -> Any:
-        scope = dict(zip(names, values, strict=True))
-        return eval(code, {"np": np, "__builtins__": {}}, scope)  # noqa: S307
+        return evaluate_constraint(expr, dict(zip(names, values, strict=True)))
 
     return evaluate
 
@@ -195,9 +156,9 @@ def check_observed_values(
                 continue  # shapes that do not broadcast: the shape checks report it
         if not ok.all():
             index = tuple(int(i) for i in np.argwhere(~ok)[0])
-            shown = ", ".join(f"{p}={_show(v)}" for p, v in zip(names, values, strict=True))
+            shown = ", ".join(f"{p}={show_value(v)}" for p, v in zip(names, values, strict=True))
             raise KilnValueError(
-                f"{name}: {description}; the observed value {_show(value[index])} at index "
+                f"{name}: {description}; the observed value {show_value(value[index])} at index "
                 f"{index} is not ({shown})"
             )
 
@@ -262,7 +223,7 @@ def check_initial_point(model: Model, point: Mapping[str, Any] | None = None) ->
     for n, v in bad.items():
         kind = "Potential" if n in model.potentials else "variable"
         parts.append(f"{kind} {n!r} has log-density {v}")
-    shown = ", ".join(f"{k}={_show(v)}" for k, v in start.items())
+    shown = ", ".join(f"{k}={show_value(v)}" for k, v in start.items())
     hints = []
     if any(n in model.potentials for n in bad):
         hints.append("make the Potential finite where the sampler starts")

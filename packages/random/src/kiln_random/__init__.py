@@ -67,4 +67,7 @@ from kiln_random._multivariate import DirichletRV as DirichletRV
 from kiln_random._multivariate import MultinomialRV as MultinomialRV
 from kiln_random._multivariate import MultivariateNormalRV as MultivariateNormalRV
 from kiln_random._op import RandomVariable as RandomVariable
+from kiln_random._op import constraint_names as constraint_names
 from kiln_random._op import copy_generator as copy_generator
+from kiln_random._op import evaluate_constraint as evaluate_constraint
+from kiln_random._op import show_value as show_value

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -227,7 +227,7 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
         """
         out = []
         for expr, _ in self.constraints:
-            names = _names(expr)
+            names = constraint_names(expr)
             if all(n in params for n in names):
                 out.append(eval(expr, {"__builtins__": {}}, {n: params[n] for n in names}))  # noqa: S307
         return out
@@ -236,12 +236,12 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
         """Raise at build time when constant parameters break a constraint."""
         by_name = dict(zip(self.params, tensors, strict=True))
         for expr, description in self.constraints:
-            names = _names(expr)
+            names = constraint_names(expr)
             if not all(isinstance(by_name[n], Constant) for n in names):
                 continue
             values = {n: by_name[n].data for n in names}  # type: ignore[attr-defined]
             if not _holds(expr, values):
-                shown = ", ".join(f"{n}={_show(v)}" for n, v in values.items())
+                shown = ", ".join(f"{n}={show_value(v)}" for n, v in values.items())
                 raise KilnValueError(f"{self.name}: {description}, got {shown}")
 
     # --- running ---------------------------------------------------------------------
@@ -253,7 +253,7 @@ class RandomVariable(Op, metaclass=abc.ABCMeta):
         batch = self.runtime_batch_shape(node, size, params)
         values = dict(zip(self.params, params, strict=True))
         for expr, description in self.constraints:
-            names = _names(expr)
+            names = constraint_names(expr)
             if not _holds(expr, {n: values[n] for n in names}):
                 raise KilnValueError(f"{self.name}: {description} (invalid parameter values)")
         draw = np.asarray(self.rng_fn(rng, batch, *params), dtype=self.dtype)
@@ -402,15 +402,25 @@ def _as_size(size: Any, name: str) -> TensorVariable:
     return vec
 
 
-def _names(expr: str) -> tuple[str, ...]:
+def constraint_names(expr: str) -> tuple[str, ...]:
+    """Return the parameter names a constraint expression (``"sigma > 0"``) reads."""
     return tuple(n for n in compile(expr, "<constraint>", "eval").co_names if n != "np")
 
 
-def _holds(expr: str, values: dict[str, Any]) -> bool:
+def evaluate_constraint(expr: str, values: Mapping[str, Any]) -> Any:
+    """Return a constraint expression evaluated on ``values`` (a boolean or boolean array).
+
+    Only the names in ``values`` and ``np`` are in scope (no builtins).
+    """
     with np.errstate(invalid="ignore"):
-        return bool(np.all(eval(expr, {"np": np, "__builtins__": {}}, values)))  # noqa: S307
+        return eval(expr, {"np": np, "__builtins__": {}}, dict(values))  # noqa: S307
 
 
-def _show(value: Any) -> str:
+def _holds(expr: str, values: dict[str, Any]) -> bool:
+    return bool(np.all(evaluate_constraint(expr, values)))
+
+
+def show_value(value: Any) -> str:
+    """Return ``value`` as an error message shows it (a number, or a short array)."""
     arr = np.asarray(value)
     return str(arr.item()) if arr.size == 1 else np.array2string(arr, threshold=8)
