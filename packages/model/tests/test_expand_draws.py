@@ -28,3 +28,22 @@ def test_expand_draws_equals_expand_of_each_draw(linker):
     assert batched["theta"].shape == (7, 3) and batched["total"].shape == (7,)
     with pytest.raises(KilnValueError, match="draws"):
         compiled.expand_draws(xs[0])
+
+
+@pytest.mark.parametrize("linker", ["vm", "numba"])
+def test_deterministics_of_data_are_batched_too(linker):
+    """Data (shared variables) enter the batched function unbatched: no per-draw loop."""
+    with kl.Model() as m:
+        x = kl.Data("x", np.array([0.5, -1.0, 2.0, 3.0]))
+        a = kl.Normal("a", 0.0, 1.0)
+        b = kl.Normal("b", 0.0, 1.0)
+        kl.Deterministic("line", a + b * x)
+    compiled = m.logp_dlogp_function(mode=FAST_RUN.with_linker(linker))
+    xs = np.random.default_rng(1).normal(size=(5, compiled.ndim))
+    batched = compiled.expand_draws(xs)
+    assert compiled.expand_draws_problem is None
+    for k, row in enumerate(xs):
+        np.testing.assert_allclose(batched["line"][k], compiled.expand(row)["line"], rtol=1e-14)
+    kl.set_data({"x": np.array([1.0, 2.0, 3.0, 4.0])}, model=m)
+    again = compiled.expand_draws(xs)
+    np.testing.assert_allclose(again["line"][0], compiled.expand(xs[0])["line"], rtol=1e-14)

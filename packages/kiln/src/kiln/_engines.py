@@ -165,6 +165,14 @@ def run_kiln(run: EngineRun) -> EngineResult:
         compiled.expand_draws(compiled.initial_point(seed=0)[None])
     except Exception:  # noqa: BLE001 (a bad start point: the draws are evaluated later)
         pass
+    if compiled.expand_draws_problem is not None:
+        warnings.warn(
+            "kl.sample: the model's values and deterministics are computed draw by draw "
+            "after sampling (a Python loop, slow for many draws): batching them failed "
+            f"({compiled.expand_draws_problem})",
+            kiln_samplers.SlowPathWarning,
+            stacklevel=3,
+        )
     compile_time = time.perf_counter() - start
     trace = kiln_samplers.sample_nuts(
         compiled,

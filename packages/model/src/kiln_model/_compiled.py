@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from kiln_compile import Function, Mode, function, rewrite_cached
-from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, graph_replace
+from kiln_graph import (
+    Constant,
+    KilnTypeError,
+    KilnValueError,
+    TensorVariable,
+    Variable,
+    ancestors,
+    graph_replace,
+)
 from kiln_graph import tensor as kt
 from kiln_model._errors import ModelError
 from kiln_model._logprob import LogpGraph, build_logp, nan_is_outside
@@ -204,6 +212,8 @@ class CompiledModel:
         self._logp: Function | None = None
         self._expand: Function | None = None
         self._expand_draws: Function | Literal[False] | None = None
+        #: Why :meth:`expand_draws` evaluates draw by draw (None: it is batched).
+        self.expand_draws_problem: str | None = None
         self._observed_logp: tuple[list[str], Function] | None = None
         names = [*graph.constrained, *graph.deterministics]
         self.out_names = names
@@ -310,17 +320,31 @@ class CompiledModel:
                 for k, o in enumerate(outputs)
             )
             x = self._x
+            # Data (shared variables) are the same for every draw: unbatched inputs.
+            roots = [
+                v
+                for v in ancestors(outputs)
+                if v.owner is None and not isinstance(v, Constant) and v is not x
+            ]
+            shared = "".join(
+                ",(" + ",".join(f"r{i}_{j}" for j in range(getattr(r, "ndim", 0))) + ")"
+                for i, r in enumerate(roots)
+            )
 
-            def one_draw(point: Variable) -> list[Variable]:
-                return graph_replace(outputs, {x: point}, strict=False)  # type: ignore[return-value]
+            def one_draw(point: Variable, *values: Variable) -> list[Variable]:
+                swap = {x: point, **dict(zip(roots, values, strict=True))}
+                return graph_replace(outputs, swap, strict=False)  # type: ignore[return-value]
 
             batch = kt.matrix("xs", shape=(None, self.ndim))
             try:
-                batched = kt.vectorize(one_draw, f"(n)->{cores}")(batch)
+                if not all(isinstance(r, TensorVariable) for r in roots):
+                    raise KilnTypeError("the posterior depends on a value that is not a tensor")
+                batched = kt.vectorize(one_draw, f"(n){shared}->{cores}")(batch, *roots)
                 batched = list(batched) if isinstance(batched, list | tuple) else [batched]
                 self._expand_draws = function([batch], batched, mode=self._mode, trust_input=True)
-            except (KilnTypeError, KilnValueError, NotImplementedError):
-                self._expand_draws = False  # e.g. a graph vectorize cannot take: per draw
+            except (KilnTypeError, KilnValueError, NotImplementedError) as exc:
+                self._expand_draws = False  # draw by draw; the caller may say so
+                self.expand_draws_problem = f"{type(exc).__name__}: {exc}"
         if self._expand_draws is False:
             per_draw = [self.expand(x) for x in arr]
             return {n: np.stack([d[n] for d in per_draw]) for n in self.out_names}
