@@ -24,6 +24,7 @@ the result is interned like any graph built by hand, with no re-validation.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -249,6 +250,9 @@ class _Reader:
     def __init__(self, blobs: memoryview, graphs: bool) -> None:
         self.blobs = blobs
         self.graphs = graphs
+        # Equal ops and types read in one graph become one object (as a pickle's memo
+        # makes them): interning their nodes then compares by identity.
+        self.shared: dict[Any, Any] = {}
 
     def blob(self, start: Any, length: Any) -> bytes:
         if not (isinstance(start, int) and isinstance(length, int)) or start < 0 or length < 0:
@@ -263,7 +267,7 @@ class _Reader:
         return np.dtype(s)
 
     def value(self, v: Any) -> Any:
-        if not isinstance(v, list):
+        if v.__class__ is not list:
             if v is None or isinstance(v, bool | int | float | str):
                 return v
             raise CorruptDataError(f"unexpected {type(v).__name__} in stored data")
@@ -271,7 +275,7 @@ class _Reader:
             raise CorruptDataError("a stored list names no kind")
         kind, rest = v[0], v[1:]
         if kind == "t":
-            return tuple(self.value(x) for x in rest)
+            return tuple([self.value(x) if x.__class__ is list else self.scalar(x) for x in rest])
         if kind == "l":
             return [self.value(x) for x in rest]
         if kind == "d":
@@ -305,15 +309,20 @@ class _Reader:
             return self.graph_object(kind, rest)
         raise CorruptDataError(f"unknown kind {kind!r} in stored data")
 
+    @staticmethod
+    def scalar(x: Any) -> Any:
+        if x is None or isinstance(x, bool | int | float | str):
+            return x
+        raise CorruptDataError(f"unexpected {type(x).__name__} in stored data")
+
     def graph_object(self, kind: str, rest: list[Any]) -> Any:
         if kind == "T":
-            cls = _lookup(rest[0], Type)
-            return cls(*self.value(rest[1]))
+            return _type(_lookup(rest[0], Type), self.value(rest[1]))
         if kind == "P":
             cls = _lookup(rest[0], Props)
             op = object.__new__(cls)  # as unpickling does: attributes set, no __init__
             op.__dict__.update({str(k): self.value(x) for k, x in rest[1:]})
-            return op
+            return self.shared.setdefault(op, op)
         if kind == "G":
             cls = _lookup(rest[0], OpFromGraph)
             table = rest[1]
@@ -344,6 +353,12 @@ class _Reader:
             node = create(ops[op_i], [var(r) for r in in_refs], [types[t] for t in out_types])
             slots.extend(node.outputs)
         return [var(r) for r in table["outputs"]]
+
+
+@functools.lru_cache(maxsize=4096)
+def _type(cls: type, key: tuple[Any, ...]) -> Any:
+    """Return the type ``cls(*key)`` (types are values: one object per key is enough)."""
+    return cls(*key)
 
 
 def _split(payload: bytes) -> tuple[Any, memoryview]:
