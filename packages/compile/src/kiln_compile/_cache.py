@@ -487,8 +487,8 @@ def sweep_temporaries(folder: str | os.PathLike[str], *, force: bool = False) ->
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
+    if pid == os.getpid() or os.name != "posix":
+        return True  # (on Windows os.kill would end the process: only age tells there)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
