@@ -46,6 +46,7 @@ from kiln_graph import jacobian as jacobian
 from kiln_graph.testing import verify_grad as verify_grad
 from kiln_model import *  # noqa: F403  (Model, the distributions, Data, ...: see kiln_model)
 from kiln_model import transforms as transforms
+from kiln_samplers import SamplingInterrupted as SamplingInterrupted
 from kiln_samplers import SamplingWarning as SamplingWarning
 from kiln_samplers import SlowPathWarning as SlowPathWarning
 
