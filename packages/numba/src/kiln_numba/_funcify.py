@@ -52,6 +52,10 @@ class SubFunction:
     constants: tuple[Constant, ...]
 
 
+#: Functions with at most this many parameters may be inlined: from 31 arguments on,
+#: Python passes a call's arguments as one tuple, and Numba's inliner refuses such calls.
+MAX_INLINED_PARAMS = 16
+
 #: ``write_body(module, scope, inputs, in_names, outputs)``: write the statements computing
 #: ``outputs`` from ``inputs`` (named ``in_names``) into ``scope``, ending with a ``return``
 #: of the tuple of outputs (see :func:`kiln_numba._codegen.write_body`).
@@ -127,6 +131,8 @@ class ModuleBuilder:
         # the function, and the kernels it calls, once on its own and once more in
         # each caller it is linked into. Object-mode blocks are not inlined.
         options = "cache=True, error_model='numpy', inline='always'"
+        if len(in_names) + len(constants) > MAX_INLINED_PARAMS:
+            options = "cache=True, error_model='numpy'"
         if not scope.cacheable:
             options = "error_model='numpy'"
         body = "\n".join("    " + line for line in scope.lines)

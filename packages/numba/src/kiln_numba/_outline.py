@@ -19,6 +19,7 @@ from typing import Any
 
 from kiln_graph import Apply, Constant, Op, TensorType, Variable
 from kiln_numba._funcify import (
+    MAX_INLINED_PARAMS,
     CodeContext,
     FunctionScope,
     ModuleBuilder,
@@ -29,9 +30,6 @@ from kiln_numba._scalars import promote_scalars, propagate_copies
 
 _FRESH = re.compile(r"\b([A-Za-z]+)_(\d+)\b")
 
-#: Functions with at most this many parameters may be inlined (Numba's inliner refuses
-#: calls whose arguments Python passes as one tuple).
-MAX_INLINED_PARAMS = 16
 #: Where an outlined function's decorator takes ``, inline='always'``: the code
 #: generator decides once it knows how many loop nests the graph has
 #: (:func:`inline_outlined`).

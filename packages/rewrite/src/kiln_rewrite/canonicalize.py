@@ -54,7 +54,8 @@ def constant_folding(node: Apply) -> list[Variable] | None:
 # The rewrites of the other canonicalize families register themselves in these modules
 # (after constant folding, so it is listed first); import them by name from here.
 from kiln_rewrite import _canonicalize_algebra as algebra  # noqa: E402
+from kiln_rewrite import _canonicalize_blockwise as blockwise  # noqa: E402
 from kiln_rewrite import _canonicalize_shape as shape  # noqa: E402
 from kiln_rewrite import _canonicalize_subtensor as subtensor  # noqa: E402
 
-__all__ = ["algebra", "constant_folding", "shape", "subtensor"]
+__all__ = ["algebra", "blockwise", "constant_folding", "shape", "subtensor"]

@@ -1,0 +1,133 @@
+"""A long generated function body as a sequence of calls of smaller functions.
+
+Numba's typing, SSA and liveness passes and LLVM's optimizer grow faster than linearly
+in the size of one function: a model of a few thousand scalars written as one
+straight-line function of tens of thousands of statements takes minutes to compile,
+where the same statements in functions of a few hundred lines take seconds (a C
+compiler prefers small functions too). :func:`split_body` cuts a body between nodes
+(at its ``# <op>`` comment lines) into chunks of about :data:`CHUNK_LINES` lines; each
+chunk becomes a module function whose parameters are the values it reads from earlier
+chunks and whose results are the values later ones read, and the body calls them in
+order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from kiln_numba._funcify import ModuleBuilder
+
+#: A body longer than this is split; the chunks are about this long.
+CHUNK_LINES = 200
+
+_NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+_TARGET = r"[A-Za-z_]\w*(?:\[[^\]]*\])?"
+_ASSIGN = re.compile(
+    rf"^\s*(?P<lhs>\(?\s*{_TARGET}(?:\s*,\s*{_TARGET})*\s*,?\s*\)?)"
+    r"\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)"
+)
+_FOR = re.compile(r"^\s*for\s+(?P<targets>[^:]+?)\s+in\b")
+
+
+def _bound(line: str) -> list[str]:
+    """Return the names ``line`` binds: assignment and loop targets, not subscripted ones."""
+    if m := _FOR.match(line):
+        return _NAME.findall(m["targets"])
+    if m := _ASSIGN.match(line):
+        targets = m["lhs"].strip("() ").split(",")
+        return [t.strip() for t in targets if t.strip() and "[" not in t]
+    return []
+
+
+def _cut(lines: Sequence[str], size: int) -> list[list[str]]:
+    """Return ``lines`` cut before node comments into pieces of about ``size`` lines."""
+    pieces: list[list[str]] = [[]]
+    for line in lines:
+        if line.startswith("# ") and len(pieces[-1]) >= size:
+            pieces.append([])
+        pieces[-1].append(line)
+    return pieces
+
+
+def _reads_and_kills(piece: Sequence[str], local: set[str]) -> tuple[list[str], set[str], set[str]]:
+    """Return the local names ``piece`` reads before binding them, binds, and always rebinds.
+
+    A name first bound by a top-level statement of the piece is its own (killed: the
+    value before the piece is dead); a name first bound inside a block (a loop, a
+    branch) may keep its earlier value, so it counts as read as well.
+    """
+    reads: dict[str, None] = {}
+    binds: set[str] = set()
+    kills: set[str] = set()
+    for line in piece:
+        if line.lstrip().startswith("#"):
+            continue
+        targets = _bound(line)
+        top = not line[:1].isspace()
+        for n in _NAME.findall(line):
+            if n not in local or n in binds or n in kills:
+                continue
+            if n in targets:
+                binds.add(n)
+                if top:
+                    kills.add(n)
+                else:
+                    reads[n] = None
+            else:
+                reads[n] = None
+        binds.update(t for t in targets if t in local)
+    return list(reads), binds, kills
+
+
+def split_body(
+    module: ModuleBuilder, lines: list[str], params: Sequence[str], size: int | None = None
+) -> list[str]:
+    """Return the body ``lines`` (ending with its one ``return``) as calls of chunk functions.
+
+    ``params`` are the function's parameters. A body of at most about ``size`` lines
+    (default :data:`CHUNK_LINES`),
+    or one with a ``return`` before its last line, is returned as it is. Each chunk
+    function takes the values it reads that earlier chunks (or ``params``) bound, and
+    returns those it binds that later chunks read; the chunk functions are added to
+    ``module.helpers``. Like the outlined loops, they are not cached on their own: the
+    machine code of the function that calls them holds theirs.
+    """
+    size = CHUNK_LINES if size is None else size
+    if len(lines) <= size + size // 2 or not lines[-1].startswith("return ("):
+        return lines
+    if any(line.lstrip().startswith("return") for line in lines[:-1]):
+        return lines
+    pieces = _cut(lines[:-1], size)
+    if len(pieces) < 2:
+        return lines
+    local: set[str] = set(params)
+    for line in lines:
+        if not line.lstrip().startswith("#"):
+            local.update(_bound(line))
+    local -= set(module.helpers) | set(module.python_globals)
+    analysed = []
+    defined = set(params)
+    for piece in pieces:
+        reads, binds, kills = _reads_and_kills(piece, local)
+        # A name first bound inside a block of this piece, and nowhere before, is its own.
+        analysed.append(([n for n in reads if n in defined], binds, kills))
+        defined |= binds
+    # Backwards: the names each piece must return (bound there, read later before a kill).
+    needed = {n for n in _NAME.findall(lines[-1]) if n in local}
+    outs: list[list[str]] = [[] for _ in pieces]
+    for k in range(len(pieces) - 1, -1, -1):
+        reads, binds, kills = analysed[k]
+        outs[k] = sorted(binds & needed)
+        needed = (needed - kills) | set(reads)
+    body: list[str] = []
+    for piece, (reads, _, _), returned in zip(pieces, analysed, outs, strict=True):
+        name = module.fresh("chunk")
+        ret = "return (" + "".join(f"{n}, " for n in returned) + ")"
+        text = "\n".join("    " + line for line in [*piece, ret])
+        args = ", ".join(reads)
+        module.helpers[name] = f"@njit(error_model='numpy')\ndef {name}({args}):\n{text}"
+        targets = "".join(f"{n}, " for n in returned)
+        body.append(f"({targets}) = {name}({args})" if returned else f"{name}({args})")
+    body.append(lines[-1])
+    return body

@@ -1,0 +1,117 @@
+"""A long generated body is split into functions of bounded size (kiln_numba._chunks)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.tensor as kt
+from kiln_compile import function
+from kiln_numba import _chunks
+from kiln_numba._chunks import split_body
+from kiln_numba._codegen import generate
+from kiln_numba._funcify import ModuleBuilder
+
+NUMBA = kiln.Mode(linker="numba")
+
+
+def _function_sizes(source: str) -> dict[str, int]:
+    """Return the number of lines of each module-level function of ``source``."""
+    sizes: dict[str, int] = {}
+    name = None
+    for line in source.splitlines():
+        if m := re.match(r"def (\w+)\(", line):
+            name = m.group(1)
+            sizes[name] = 0
+        elif name is not None and line.startswith("    "):
+            sizes[name] += 1
+        elif line and not line.startswith(("@", " ")):
+            name = None
+    return sizes
+
+
+def _scalar_graph(n: int) -> tuple[list, list]:
+    """Return ``x`` and, per scalar ``x[i]``, terms read far later (a sum, a gradient)."""
+    x = kt.vector("x", shape=(n,))
+    terms = [kt.exp(x[i]) * (i + 1.0) - kt.square(x[i]) for i in range(n)]
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return [x], [total, kiln.grad(total, x)]
+
+
+def _reference(x: np.ndarray) -> tuple[float, np.ndarray]:
+    k = np.arange(1.0, x.size + 1)
+    return float(np.sum(np.exp(x) * k - x**2)), np.exp(x) * k - 2 * x
+
+
+@pytest.mark.usefixtures("cache_dir")
+def test_a_long_body_becomes_calls_of_bounded_functions(monkeypatch):
+    monkeypatch.setattr(_chunks, "CHUNK_LINES", 40)
+    inputs, outputs = _scalar_graph(60)
+    f = function(inputs, outputs, mode=NUMBA, trust_input=True)
+    sizes = _function_sizes(generate(f.fgraph).source)
+    chunks = [s for name, s in sizes.items() if name.startswith("chunk")]
+    assert len(chunks) > 3
+    # A chunk ends at the first node boundary after CHUNK_LINES lines (a node's code
+    # and the chunk's return are short here).
+    assert max(sizes.values()) <= 40 + 20
+    x = np.linspace(-1.0, 1.0, 60)
+    value, grad = f(x)
+    want_value, want_grad = _reference(x)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-12)
+
+
+@pytest.mark.usefixtures("cache_dir")
+def test_split_and_whole_bodies_agree(monkeypatch):
+    """Functions of 4-line chunks compute what one function does, bit for bit."""
+    inputs, outputs = _scalar_graph(25)
+    x = np.linspace(-0.5, 2.0, 25)
+    monkeypatch.setattr(_chunks, "CHUNK_LINES", 10_000)
+    whole = function(inputs, outputs, mode=NUMBA, trust_input=True)
+    assert not any(n.startswith("chunk") for n in _function_sizes(generate(whole.fgraph).source))
+    monkeypatch.setattr(_chunks, "CHUNK_LINES", 4)
+    split = function(inputs, outputs, mode=NUMBA, trust_input=True)
+    assert any(n.startswith("chunk") for n in _function_sizes(generate(split.fgraph).source))
+    for a, b in zip(whole(x), split(x), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_chunks_pass_what_later_chunks_read_and_what_they_rebind():
+    module = ModuleBuilder()
+    lines = [
+        "# a",
+        "v_1 = i0[0] * 2.0",
+        "v_2 = v_1 + 1.0",
+        "# b (rebinds v_1, writes v_3 in a loop)",
+        "v_1 = v_2 * 3.0",
+        "v_3 = np.empty(2, dtype=np.float64)",
+        "for j_4 in range(2):",
+        "    t_5 = v_1 + j_4",
+        "    v_3[j_4] = t_5",
+        "# c",
+        "v_6 = v_3[1] + v_1 + c0",
+        "return (v_6, v_2, )",
+    ]
+    body = split_body(module, lines, ["i0", "c0"], size=1)
+    calls = body[:-1]
+    assert body[-1] == lines[-1]
+    assert len(calls) == 3 and len(module.helpers) == 3
+    # v_1 is rebound before anything reads it again: the first chunk returns v_2 only.
+    assert calls[0] == f"(v_2, ) = {calls[0].split(' = ')[1]}" and calls[0].endswith("(i0)")
+    assert re.search(r"\(v_2\)$", calls[1]) and calls[1].startswith("(v_1, v_3, )")
+    assert calls[2].startswith("(v_6, )") and calls[2].endswith("(v_3, v_1, c0)")
+    namespace: dict = {"np": np, "njit": lambda **_: lambda f: f}
+    source = "\n\n".join(module.helpers.values())
+    body_src = "\n".join("    " + line for line in body)
+    exec(f"{source}\n\ndef kiln_fn(i0, c0):\n{body_src}\n", namespace)
+    assert namespace["kiln_fn"](np.array([1.0]), 0.5) == (10.0 + 9.0 + 0.5, 3.0)
+
+
+def test_a_short_body_is_left_whole():
+    lines = ["# a", "v_1 = i0 + 1.0", "return (v_1, )"]
+    assert split_body(ModuleBuilder(), list(lines), ["i0"]) == lines

@@ -1,0 +1,69 @@
+"""Canonicalize: a Blockwise of an OpFromGraph is its inner graph batched node by node."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln_graph.tensor as kt
+from kiln_graph import Blockwise, OpFromGraph, toposort
+from kiln_graph.testing import evaluate
+from kiln_rewrite import Query, rewrite
+
+CANON = Query(phases=("merge", "canonicalize"))
+
+
+def _blockwise_of_graphs(outputs: list) -> list:
+    return [
+        n
+        for n in toposort(outputs)
+        if isinstance(n.op, Blockwise) and isinstance(n.op.core_op, OpFromGraph)
+    ]
+
+
+def _expand_like(n: int):
+    """Return a batched graph shaped like a model's expand: a draw's pieces, transformed."""
+    xs = kt.matrix("xs", shape=(None, n))
+    data = kt.vector("data", shape=(3,))
+
+    def one_draw(x, d):
+        pieces = [kt.exp(x[i]) if i % 2 else x[i] for i in range(n)]
+        return [*pieces, x[0:2] * 2.0, kt.sum(d) + x[1], kt.dot(d, d)]
+
+    cores = ",".join(["()"] * n + ["(two)", "()", "()"])
+    outs = kt.vectorize(one_draw, f"(n),(k)->{cores}")(xs, data)
+    return [xs, data], list(outs)
+
+
+def test_the_inner_graph_is_batched_node_by_node():
+    inputs, outs = _expand_like(6)
+    assert _blockwise_of_graphs(outs)
+    new = rewrite(inputs, outs, CANON)
+    assert not _blockwise_of_graphs(new)
+    # Elemwise, slicing and a reduction of unbatched data: no Blockwise at all left.
+    assert not any(isinstance(n.op, Blockwise) for n in toposort(new))
+    rng = np.random.default_rng(0)
+    givens = {inputs[0]: rng.normal(size=(4, 6)), inputs[1]: rng.normal(size=3)}
+    for a, b in zip(evaluate(outs, givens), evaluate(new, givens), strict=True):
+        assert np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_the_node_count_grows_linearly_with_the_outputs():
+    counts = []
+    for n in (50, 100):
+        inputs, outs = _expand_like(n)
+        counts.append(len(toposort(rewrite(inputs, outs, CANON))))
+    assert counts[1] <= 2.2 * counts[0]
+
+
+def test_an_op_without_a_batched_rule_becomes_its_own_blockwise():
+    a = kt.tensor("a", shape=(None, 3, 3))
+
+    def inv_plus(m):
+        return kt.exp(kt.inv(m))
+
+    out = kt.vectorize(inv_plus, "(m,m)->(m,m)")(a)
+    (new,) = rewrite([a], [out], CANON)
+    assert not _blockwise_of_graphs([new])
+    value = np.eye(3) * 2.0 + np.random.default_rng(1).normal(size=(2, 3, 3)) * 0.1
+    np.testing.assert_allclose(evaluate(new, {a: value}), evaluate(out, {a: value}), rtol=1e-12)
