@@ -12,7 +12,9 @@ the model layer's first line -> compiled logp+grad (``model_compile.py``) under
 ``"model_compile"``, ``kl.sample`` end to end (``sampling.py``) under ``"sampling"``,
 the cost of its results next to sampling at 10^4 draws per chain (``results_cost.py``)
 under ``"results_cost"``, and the time per leapfrog step of each form of data
-(``data_variants.py``) under ``"data_variants"``.
+(``data_variants.py``) under ``"data_variants"``, and the compile time of models of
+100-400 scalar variables (``scalar_scaling.py``, logp + gradient only) under
+``"scalar_scaling"``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import model_compile
 import random_draws
 import results_cost
 import sampling
+import scalar_scaling
 import stage2
 from stage1 import format_table, run_stage1
 
@@ -124,6 +127,11 @@ def main() -> None:
         action="store_true",
         help="skip the per-leapfrog times of the data variants (issue #19)",
     )
+    parser.add_argument(
+        "--no-scalars",
+        action="store_true",
+        help="skip the compile time of models of many scalars (issue #21)",
+    )
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),
@@ -164,6 +172,10 @@ def main() -> None:
         report["results_cost"] = results_cost.run_results_cost(models)
     if not args.no_variants:
         report["data_variants"] = data_variants.leapfrog_times()
+    if not args.no_scalars:
+        report["scalar_scaling"] = scalar_scaling.run_scalar_scaling(
+            ("normal",), scalar_scaling.QUICK_SIZES, sample=False
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     for name, res in results.items():
@@ -184,6 +196,8 @@ def main() -> None:
         print(results_cost.format_table(report["results_cost"]))
     if "data_variants" in report:
         print(data_variants.format_table(report["data_variants"]))
+    if "scalar_scaling" in report:
+        print(scalar_scaling.format_table(report["scalar_scaling"]))
     print(f"wrote {args.output}")
 
 

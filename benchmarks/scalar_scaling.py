@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 VARIANTS = ("normal", "halfnormal", "regression")
 SIZES = (50, 100, 200, 400, 800, 1600, 2000)
 #: run.py's smaller set, cheap enough for ``nox -s bench``.
-QUICK_SIZES = (100, 400, 1600)
+QUICK_SIZES = (100, 200, 400)
 PHASES = ("build_s", "graph_s", "rewrite_s", "link_s", "first_call_s", "sample_s")
 ROWS = 50
 
