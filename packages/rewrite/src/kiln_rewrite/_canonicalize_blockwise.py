@@ -6,8 +6,9 @@ per element, which for an inner graph of many small nodes (the constrained value
 model of thousands of scalars, one ``x[i]`` each) is one function with thousands of
 outputs: slow to compile and to call. Batched node by node instead, each node works on
 whole arrays: an Elemwise on the batched inputs (unbatched ones given broadcastable
-batch dimensions), ``x[i]`` as ``x[..., i]``, and any other node as a Blockwise of its
-own Op.
+batch dimensions), ``x[i]`` as ``x[..., i]``, a DimShuffle with the batch dimensions
+first, any other node as a Blockwise of its own Op; a graph where an integer value
+(a shape) would be batched is left to the Blockwise of the whole graph.
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ def _with_batch(v: Variable, batch: int) -> Variable:
 
 def _batched_node(
     node: Apply, inputs: Sequence[Variable], batched: Sequence[bool], batch: int
-) -> Sequence[Variable]:
-    """Return the outputs of ``node`` applied over ``batch`` leading dimensions of ``inputs``."""
+) -> Sequence[Variable] | None:
+    """Return the outputs of ``node`` applied over ``batch`` leading dimensions of ``inputs``.
+
+    Any other Op becomes a Blockwise of itself, unless an integer value would be batched
+    (a node's shape, a reshape's or an allocation's shape input): then None, since
+    per-block shapes are what backends that trace (JAX) need static.
+    """
     op = node.op
     if isinstance(op, Elemwise):
         args = [v if b else _with_batch(v, batch) for v, b in zip(inputs, batched, strict=True)]
@@ -63,6 +69,9 @@ def _batched_node(
     if isinstance(op, DimShuffle) and batched[0]:
         order = [*range(batch), *(d if isinstance(d, str) else d + batch for d in op.new_order)]
         return DimShuffle(op.input_ndim + batch, order).make_node(*inputs).outputs
+    ints = [v for v, b in zip(inputs, batched, strict=True) if b] + list(node.outputs)
+    if any(v.type.dtype[0] in "biu" for v in ints):  # type: ignore[attr-defined]
+        return None
     return Blockwise(op, _signature(node)).make_node(*inputs).outputs
 
 
@@ -77,7 +86,7 @@ def local_blockwise_of_graph(node: Apply) -> list[Variable] | None:
 
     Inputs with fewer batch dimensions than the node get broadcastable ones; inner
     nodes that read only unbatched values stay unbatched. Left alone when an inner value
-    is not a tensor or an inner node cannot be batched.
+    is not a tensor or an inner node cannot be batched (an integer value would be).
     """
     op = node.op
     if not isinstance(op, Blockwise) or not isinstance(op.core_op, OpFromGraph):
@@ -109,7 +118,10 @@ def local_blockwise_of_graph(node: Apply) -> list[Variable] | None:
             args = [v for v, _ in ins]
             flags = [b for _, b in ins]
             if any(flags):
-                outs = _batched_node(inner_node, args, flags, batch)
+                batched_outs = _batched_node(inner_node, args, flags, batch)
+                if batched_outs is None:
+                    return None
+                outs = batched_outs
             else:
                 outs = inner_node.op.make_node(*args).outputs
             for old, new in zip(inner_node.outputs, outs, strict=True):
