@@ -237,6 +237,10 @@ def _init_point(model: CompiledModel, rng: np.random.Generator, max_tries: int =
     )
 
 
+# As in ``run_chain``: an overflow in a trajectory (a momentum or an energy that becomes
+# inf) is a divergence or a rejection, reported as one, not as one NumPy RuntimeWarning
+# per entry of the vector.
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")
 def _run(
     model: CompiledModel,
     steps: list[Step],
@@ -248,27 +252,7 @@ def _run(
     stop: threading.Event,
     chunk: int = 50,
 ) -> list[_ChainOut]:
-    """Run ``chains`` in lock-step (one, or the population), each from its own seed.
-
-    As in ``run_chain``: an overflow in a trajectory (a momentum or an energy that
-    becomes inf) is a divergence or a rejection, reported as one, not as one NumPy
-    RuntimeWarning per entry of the vector.
-    """
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _run_chains(model, steps, chains, seeds, draws, tune, progress, stop, chunk)
-
-
-def _run_chains(
-    model: CompiledModel,
-    steps: list[Step],
-    chains: list[int],
-    seeds: list[np.random.SeedSequence],
-    draws: int,
-    tune: int,
-    progress: Progress,
-    stop: threading.Event,
-    chunk: int,
-) -> list[_ChainOut]:
+    """Run ``chains`` in lock-step (one, or the population), each from its own seed."""
     rngs = [np.random.default_rng(seeds[c]) for c in chains]
     points = np.stack([_init_point(model, rng) for rng in rngs])
     logps = [model.logp(p) for p in points]
