@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ import kiln_random as kr
 from kiln_graph import KilnTypeError, TensorVariable, Variable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
-from kiln_model._distribution import Distribution, broadcast_like
+from kiln_model._distribution import Distribution, broadcast_like, register_density
 from kiln_random import RandomVariable
 
 
@@ -64,11 +63,6 @@ class NoDrawIntRV(NoDrawRV):
     name, dtype = "custom_int", "int64"
 
 
-_DENSITIES: weakref.WeakKeyDictionary[Variable, tuple[CustomDensity, list[Variable]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 class CustomDist(Distribution):
     """A distribution from the user's functions.
 
@@ -110,12 +104,8 @@ class CustomDist(Distribution):
             op = NoDrawIntRV() if discrete else NoDrawRV()
             rv = kr.draw(op, (), size, rng if rng is not None else kr.rng())
         density = CustomDensity(logp, logcdf, support_point, discrete)
-        _DENSITIES[rv] = (density, list[Variable](tensors))
+        register_density(rv, density, list[Variable](tensors))
         return rv
-
-    @classmethod
-    def density_of(cls, rv: TensorVariable) -> tuple[Any, list[Variable]]:
-        return _DENSITIES[rv]
 
     @classmethod
     def check_observed(cls, name: str, value: np.ndarray) -> None:

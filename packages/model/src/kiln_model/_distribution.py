@@ -13,6 +13,7 @@ on the draw's node), and ``support_point`` (a central value: the initial point).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -47,6 +48,18 @@ UNSET: Any = object()
 DISTRIBUTIONS: dict[type, type[Distribution]] = {}
 
 NEG_INF = -np.inf
+
+#: The density of each draw that is a graph of other draws (``SymbolicDistribution``,
+#: ``Mixture``, ``CustomDist``...): ``draw -> (dist, params)``, where
+#: ``dist.logp(value, *params)`` is its log-density. One registry for every such kind.
+_GRAPH_DENSITIES: weakref.WeakKeyDictionary[Variable, tuple[Any, list[Variable]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def register_density(rv: Variable, dist: Any, params: list[Variable]) -> None:
+    """Record that ``dist.logp(value, *params)`` is the log-density of the draw graph ``rv``."""
+    _GRAPH_DENSITIES[rv] = (dist, list(params))
 
 
 class Distribution:
@@ -161,9 +174,13 @@ class Distribution:
     def density_of(cls, rv: TensorVariable) -> tuple[Any, list[Variable]]:
         """Return what gives ``rv``'s log-density and its parameters: ``(dist, params)``.
 
-        ``dist.logp(value, *params)`` is the log-density; by default the class itself and
-        the parameters of the draw's node.
+        ``dist.logp(value, *params)`` is the log-density; the one registered for a draw
+        graph (:func:`register_density`), else the class itself and the parameters of
+        the draw's node.
         """
+        registered = _GRAPH_DENSITIES.get(rv)
+        if registered is not None:
+            return registered
         return cls, list(rv.owner.inputs[2:])  # type: ignore[union-attr]
 
     @classmethod
@@ -352,18 +369,26 @@ def _check_observed_shape(name: str, rv: TensorVariable, obs: TensorVariable) ->
 
 def logp(rv: TensorVariable, value: Any) -> TensorVariable:
     """Return the log-density of ``value`` under the draw ``rv`` (e.g. from ``.dist()``)."""
-    dist = distribution_of(rv)
-    return dist.logp(kt.as_tensor(value), *rv.owner.inputs[2:])  # type: ignore[union-attr]
+    dist, params = density_of(rv)
+    return dist.logp(kt.as_tensor(value), *params)
 
 
 def logcdf(rv: TensorVariable, value: Any) -> TensorVariable:
     """Return the log-CDF at ``value`` under the draw ``rv``."""
-    dist = distribution_of(rv)
-    return dist.logcdf(kt.as_tensor(value), *rv.owner.inputs[2:])  # type: ignore[union-attr]
+    dist, params = density_of(rv)
+    return dist.logcdf(kt.as_tensor(value), *params)
+
+
+def density_of(rv: Variable) -> tuple[Any, list[Variable]]:
+    """Return ``(dist, params)`` of the unnamed draw ``rv``: ``dist.logp(value, *params)``."""
+    registered = _GRAPH_DENSITIES.get(rv)
+    if registered is not None:
+        return registered
+    return distribution_of(rv), list(rv.owner.inputs[2:])  # type: ignore[union-attr]
 
 
 def distribution_of(rv: Variable) -> type[Distribution]:
-    """Return the distribution class of the draw ``rv``."""
+    """Return the distribution class of the draw ``rv`` (one RandomVariable node)."""
     owner = rv.owner
     if owner is None or not isinstance(owner.op, RandomVariable):
         raise KilnTypeError(f"expected a random draw (e.g. kl.Normal.dist(0, 1)), got {rv!r}")

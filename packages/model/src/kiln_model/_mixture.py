@@ -12,7 +12,6 @@ draw whose last axis holds the components.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -23,7 +22,12 @@ from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, 
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._continuous import Normal
-from kiln_model._distribution import Distribution, broadcast_like, distribution_of
+from kiln_model._distribution import (
+    Distribution,
+    broadcast_like,
+    distribution_of,
+    register_density,
+)
 from kiln_random import RandomVariable
 
 
@@ -116,12 +120,6 @@ def _point(dist: type[Distribution], params: list[Any]) -> Any:
     return dist.support_point(template, *template.owner.inputs[2:])  # type: ignore[union-attr]
 
 
-#: The density of each mixture draw made by Mixture.dist.
-_DENSITIES: weakref.WeakKeyDictionary[Variable, tuple[MixtureDensity, list[Variable]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 class Mixture(Distribution):
     """Mixture(w, comp_dists): a weighted mixture of component distributions.
 
@@ -199,12 +197,8 @@ class Mixture(Distribution):
         picked = kt.eq(kt.expand_dims(index, -1), kt.arange(n_comp))
         zero = kt.zeros_like(draws)
         rv = kt.sum(kt.switch(picked, draws, zero), axis=-1)
-        _DENSITIES[rv] = (density, [w_t, *[p for g in param_groups for p in g]])
+        register_density(rv, density, [w_t, *[p for g in param_groups for p in g]])
         return rv
-
-    @classmethod
-    def density_of(cls, rv: TensorVariable) -> tuple[Any, list[Variable]]:
-        return _DENSITIES[rv]
 
     @classmethod
     def check_observed(cls, name: str, value: np.ndarray) -> None:

@@ -1,0 +1,94 @@
+"""``SymbolicDistribution``: a distribution whose draw is a graph of other draws.
+
+Many distributions are a transformation of ones kiln already draws: a Gumbel is
+``mu - beta * log(Exponential(1))``, a zero-inflated Poisson a switch between 0 and a
+Poisson draw. Such a class writes ``build`` (the draw graph, from :mod:`kiln_random`'s
+draws and tensor math) instead of declaring a draw op, and its draws then run on every
+backend with no backend code. The log-density is the class's own ``logp`` in the
+parameters ``rv_params`` returns, recorded with the draw (:func:`register_density`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+import kiln_random as kr
+from kiln_graph import KilnValueError, TensorVariable, Variable, infer_shape
+from kiln_graph import tensor as kt
+from kiln_model._distribution import Distribution, register_density
+from kiln_model._validate import check_constants
+
+
+class SymbolicDistribution(Distribution):
+    """Base class of distributions drawn by a graph of other draws (module docstring).
+
+    Subclasses declare ``params``, ``defaults``, ``support``, ``discrete``, ``ndim_supp``
+    (core dimensions of one draw) and implement ``build``, ``logp`` and, where it has a
+    closed form, ``logcdf``; ``rv_params`` maps the user's parameters to the ones
+    ``build`` and ``logp`` take (default: the same, in order).
+    """
+
+    #: The number of core dimensions of one draw (0: a scalar distribution).
+    ndim_supp: ClassVar[int] = 0
+
+    @classmethod
+    def core_ndim(cls) -> int:
+        return cls.ndim_supp
+
+    @classmethod
+    def dist(
+        cls, *args: Any, size: Any = None, shape: Any = None, rng: Any = None, **kwargs: Any
+    ) -> TensorVariable:
+        """Return an unnamed draw of this distribution (not part of any model).
+
+        ``size`` is the batch shape (NumPy's); ``shape`` the whole shape of the draw.
+        """
+        params = cls._bind(args, kwargs)
+        check_constants(cls.__name__, params, cls.param_checks)
+        if shape is not None:
+            if size is not None:
+                raise KilnValueError(f"{cls.__name__}: give size or shape, not both")
+            full = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+            size = full[: len(full) - cls.ndim_supp] if cls.ndim_supp else full
+        tensors = [_as_param(p) for p in cls.rv_params(**params)]
+        rv = kt.as_tensor(cls.build(*tensors, size=size, rng=rng if rng is not None else kr.rng()))
+        register_density(rv, cls, list[Variable](tensors))
+        return rv
+
+    @classmethod
+    def build(cls, *params: TensorVariable, size: Any, rng: Any) -> TensorVariable:
+        """Return the draw graph of batch shape ``size`` (None: the parameters' broadcast).
+
+        ``rng`` is the generator of the first draw; further draws take ``kr.rng()`` each
+        (identical draw expressions of one generator would be one draw).
+        """
+        raise NotImplementedError
+
+
+def _as_param(p: Any) -> TensorVariable:
+    """Return a parameter as a tensor: integers stay int64, everything else float64."""
+    if isinstance(p, Variable):
+        return p  # type: ignore[return-value]
+    value = np.asarray(p)
+    return kt.as_tensor(p, dtype="int64" if value.dtype.kind in "iub" else "float64")
+
+
+def batch_shape(size: Any, *params: Any, core: int = 0) -> Any:
+    """Return ``size``, or the broadcast batch shape of ``params`` (each with ``core`` dims).
+
+    Draws of a symbolic distribution each take this size, so that no draw is repeated by
+    broadcasting (a scalar Bernoulli switching a vector of Poissons would be one coin).
+    """
+    if size is not None:
+        return size
+    tensors = [kt.as_tensor(p) for p in params]
+    if core:
+        tensors = [t[(Ellipsis, *([0] * core))] for t in tensors]
+    total = tensors[0]
+    for t in tensors[1:]:
+        total = total + kt.zeros_like(t, dtype=total.dtype)
+    if total.ndim == 0:
+        return None
+    return tuple(infer_shape(total))
