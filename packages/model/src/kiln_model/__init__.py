@@ -11,6 +11,7 @@ Examples
 """
 
 from kiln_model import _transforms as transforms  # noqa: F401  (kiln_model.transforms)
+from kiln_model._censored import Censored as Censored
 from kiln_model._compiled import Block as Block
 from kiln_model._compiled import CompiledModel as CompiledModel
 from kiln_model._continuous import Beta as Beta
@@ -31,6 +32,14 @@ from kiln_model._continuous import StudentT as StudentT
 from kiln_model._continuous import TruncatedNormal as TruncatedNormal
 from kiln_model._continuous import Uniform as Uniform
 from kiln_model._continuous import Weibull as Weibull
+from kiln_model._continuous_derived import ChiSquared as ChiSquared
+from kiln_model._continuous_derived import ExGaussian as ExGaussian
+from kiln_model._continuous_derived import Gumbel as Gumbel
+from kiln_model._continuous_derived import Kumaraswamy as Kumaraswamy
+from kiln_model._continuous_derived import Moyal as Moyal
+from kiln_model._continuous_derived import Pareto as Pareto
+from kiln_model._continuous_derived import PolyaGamma as PolyaGamma
+from kiln_model._continuous_derived import SkewNormal as SkewNormal
 from kiln_model._custom import CustomDist as CustomDist
 from kiln_model._discrete import Bernoulli as Bernoulli
 from kiln_model._discrete import Binomial as Binomial
@@ -38,6 +47,20 @@ from kiln_model._discrete import Categorical as Categorical
 from kiln_model._discrete import Geometric as Geometric
 from kiln_model._discrete import NegativeBinomial as NegativeBinomial
 from kiln_model._discrete import Poisson as Poisson
+from kiln_model._discrete_derived import BetaBinomial as BetaBinomial
+from kiln_model._discrete_derived import DiracDelta as DiracDelta
+from kiln_model._discrete_derived import DiscreteUniform as DiscreteUniform
+from kiln_model._discrete_derived import DiscreteWeibull as DiscreteWeibull
+from kiln_model._discrete_derived import HurdleGamma as HurdleGamma
+from kiln_model._discrete_derived import HurdleLogNormal as HurdleLogNormal
+from kiln_model._discrete_derived import HurdlePoisson as HurdlePoisson
+from kiln_model._discrete_derived import OrderedLogistic as OrderedLogistic
+from kiln_model._discrete_derived import OrderedProbit as OrderedProbit
+from kiln_model._discrete_derived import ZeroInflatedBinomial as ZeroInflatedBinomial
+from kiln_model._discrete_derived import (
+    ZeroInflatedNegativeBinomial as ZeroInflatedNegativeBinomial,
+)
+from kiln_model._discrete_derived import ZeroInflatedPoisson as ZeroInflatedPoisson
 from kiln_model._distribution import Distribution as Distribution
 from kiln_model._distribution import logcdf as logcdf
 from kiln_model._distribution import logp as logp
@@ -55,4 +78,5 @@ from kiln_model._model import set_data as set_data
 from kiln_model._multivariate import Dirichlet as Dirichlet
 from kiln_model._multivariate import Multinomial as Multinomial
 from kiln_model._multivariate import MvNormal as MvNormal
+from kiln_model._truncated import Truncated as Truncated
 from kiln_model._validate import check_initial_point as check_initial_point

@@ -204,8 +204,11 @@ class Distribution:
         return bound
 
     @classmethod
-    def rv_params(cls, **params: Any) -> tuple[Any, ...]:
-        """Return the draw op's parameters for the user's (default: the same, in order)."""
+    def rv_params(cls, *args: Any, **params: Any) -> tuple[Any, ...]:
+        """Return the draw op's parameters for the user's (default: the same, in order).
+
+        Called with the user's parameters by name (``args`` is empty).
+        """
         missing = [p for p in cls.params if params.get(p) is None]
         if missing:
             raise KilnTypeError(f"{cls.__name__}: missing parameter(s) {missing}")

@@ -58,11 +58,12 @@ class SymbolicDistribution(Distribution):
         return rv
 
     @classmethod
-    def build(cls, *params: TensorVariable, size: Any, rng: Any) -> TensorVariable:
-        """Return the draw graph of batch shape ``size`` (None: the parameters' broadcast).
+    def build(cls, *params: Any, **kwargs: Any) -> TensorVariable:
+        """Return the draw graph of ``params``, of batch shape ``kwargs["size"]``.
 
-        ``rng`` is the generator of the first draw; further draws take ``kr.rng()`` each
-        (identical draw expressions of one generator would be one draw).
+        Called as ``build(*params, size=size, rng=rng)``; ``size`` None: the parameters'
+        broadcast batch shape. ``rng`` is the generator of the first draw; further draws
+        take ``kr.rng()`` each (identical draw expressions of one generator are one draw).
         """
         raise NotImplementedError
 
