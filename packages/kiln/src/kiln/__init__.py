@@ -18,6 +18,8 @@ array([2., 4.])
 from importlib.metadata import version as _version
 
 from kiln import cache as cache
+from kiln import distributions as distributions
+from kiln import math as math
 from kiln import random as random
 from kiln import tensor as tensor
 from kiln._engine_steps import NUTS as NUTS
@@ -31,6 +33,7 @@ from kiln._engine_steps import Slice as Slice
 from kiln._predictive import sample_posterior_predictive as sample_posterior_predictive
 from kiln._predictive import sample_prior_predictive as sample_prior_predictive
 from kiln._sampling import sample as sample
+from kiln.distributions import _kiln_getattr as __getattr__  # noqa: F401  (PyMC-name hints)
 from kiln_compile import FAST_COMPILE as FAST_COMPILE
 from kiln_compile import FAST_RUN as FAST_RUN
 from kiln_compile import Function as Function
