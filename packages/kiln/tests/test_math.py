@@ -102,6 +102,7 @@ def test_distributions_namespace_holds_every_distribution() -> None:
     }
     assert exported <= set(dir(kl.distributions))
     assert kl.distributions.Normal is kl.Normal
+    assert kl.Lognormal is kl.LogNormal  # PyMC's other spelling
     assert kl.distributions.transforms.ordered is km.transforms.ordered
 
 

@@ -27,6 +27,7 @@ from kiln_model._continuous import InverseGamma as InverseGamma
 from kiln_model._continuous import Laplace as Laplace
 from kiln_model._continuous import Logistic as Logistic
 from kiln_model._continuous import LogNormal as LogNormal
+from kiln_model._continuous import Lognormal as Lognormal
 from kiln_model._continuous import Normal as Normal
 from kiln_model._continuous import StudentT as StudentT
 from kiln_model._continuous import TruncatedNormal as TruncatedNormal

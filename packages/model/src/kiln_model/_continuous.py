@@ -94,6 +94,10 @@ class LogNormal(Distribution):
         return broadcast_like(kt.exp(mu + 0.5 * sigma * sigma), rv)
 
 
+#: PyMC's other spelling of :class:`LogNormal`.
+Lognormal = LogNormal
+
+
 def _is_infinite(x: Any, sign: float) -> bool:
     return isinstance(x, Constant) and bool(np.all(x.data == sign * np.inf))
 
