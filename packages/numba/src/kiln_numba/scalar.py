@@ -256,9 +256,16 @@ def scalar_expr(
 
 
 def cast_expr(expr: str, dtype: str) -> str:
-    """Return ``expr`` converted to ``dtype``."""
+    """Return ``expr`` converted to ``dtype``.
+
+    A narrow unsigned type is reached through int64, as NumPy converts: a float outside
+    its range (``-3.0`` to uint8) wraps to 253 there, while LLVM's direct float-to-unsigned
+    conversion of such a value is undefined (0 on some CPUs, 253 on others).
+    """
     if dtype == "bool":
         return f"bool({expr})"
+    if dtype in ("uint8", "uint16", "uint32"):
+        return f"{np_dtype(dtype)}(np.int64({expr}))"
     return f"{np_dtype(dtype)}({expr})"
 
 
