@@ -92,28 +92,9 @@ class Censored(Distribution):
         rng: Any = None,
     ) -> TensorVariable:
         """Return an unnamed censored draw of batch shape ``size`` (or ``shape``)."""
-        node = dist.owner if isinstance(dist, Variable) else None
-        if node is None or not isinstance(node.op, RandomVariable):
-            raise KilnTypeError(
-                f"Censored: dist must be an unnamed draw such as kl.Normal.dist(0, 1), got {dist!r}"
-            )
-        if node.op.core_ndim:
-            raise KilnTypeError("Censored: dist must be a scalar (univariate) distribution")
-        base, params = density_of(dist)
-        try:
-            base.logcdf(kt.as_tensor(0.0), *params)
-        except NotImplementedError:
-            raise KilnTypeError(
-                f"Censored: {getattr(base, '__name__', base)} has no logcdf, which censoring needs"
-            ) from None
-        if shape is not None:
-            if size is not None:
-                raise KilnValueError("Censored: give size or shape, not both")
-            size = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-        lo = kt.as_tensor(-np.inf if lower is None else lower, dtype="float64")
-        hi = kt.as_tensor(np.inf if upper is None else upper, dtype="float64")
-        if isinstance(lo, Variable) and isinstance(hi, Variable):
-            _check_bounds(lo, hi)
+        node, base, params, lo, hi, size = bounded_base(
+            "Censored", dist, lower, upper, size, shape, strict=False
+        )
         batch = batch_shape(size, lo, hi, *params)
         draw = kr.draw(node.op, tuple(params), batch, rng if rng is not None else kr.rng())
         rv = kt.clip(draw, lo, hi)
@@ -127,13 +108,43 @@ class Censored(Distribution):
         return None
 
 
-def _check_bounds(lo: Any, hi: Any) -> None:
-    """Raise when constant bounds have ``lower > upper`` somewhere."""
-    data_lo, data_hi = getattr(lo, "data", None), getattr(hi, "data", None)
-    if data_lo is None or data_hi is None:
-        return
-    if np.any(np.asarray(data_lo) > np.asarray(data_hi)):
-        raise KilnValueError(
-            f"Censored: lower must be <= upper, got lower={np.asarray(data_lo)!r}, "
-            f"upper={np.asarray(data_hi)!r}"
+def bounded_base(
+    what: str, dist: Any, lower: Any, upper: Any, size: Any, shape: Any, strict: bool
+) -> tuple[Any, Any, list[Variable], TensorVariable, TensorVariable, Any]:
+    """Check the arguments of ``Censored`` / ``Truncated`` (``what``) and return them.
+
+    Returns ``(node, base, params, lower, upper, size)``: the base draw's node, what
+    gives its density and its parameters, the bounds as float64 tensors (None is
+    infinite) and the batch size (from ``shape`` if given). Constant bounds must have
+    ``lower < upper`` (``strict``) or ``lower <= upper``.
+    """
+    node = dist.owner if isinstance(dist, Variable) else None
+    if node is None or not isinstance(node.op, RandomVariable):
+        raise KilnTypeError(
+            f"{what}: dist must be an unnamed draw such as kl.Normal.dist(0, 1), got {dist!r}"
         )
+    if node.op.core_ndim:
+        raise KilnTypeError(f"{what}: dist must be a scalar (univariate) distribution")
+    base, params = density_of(dist)
+    try:
+        base.logcdf(kt.as_tensor(0.0), *params)
+    except NotImplementedError:
+        raise KilnTypeError(
+            f"{what}: {getattr(base, '__name__', base)} has no logcdf, which {what} needs"
+        ) from None
+    if shape is not None:
+        if size is not None:
+            raise KilnValueError(f"{what}: give size or shape, not both")
+        size = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    lo = kt.as_tensor(-np.inf if lower is None else lower, dtype="float64")
+    hi = kt.as_tensor(np.inf if upper is None else upper, dtype="float64")
+    data_lo, data_hi = getattr(lo, "data", None), getattr(hi, "data", None)
+    if data_lo is not None and data_hi is not None:
+        lo_v, hi_v = np.asarray(data_lo), np.asarray(data_hi)
+        bad = lo_v >= hi_v if strict else lo_v > hi_v
+        if np.any(bad):
+            raise KilnValueError(
+                f"{what}: lower must be {'<' if strict else '<='} upper, got "
+                f"lower={np.asarray(data_lo)!r}, upper={np.asarray(data_hi)!r}"
+            )
+    return node, base, params, lo, hi, size

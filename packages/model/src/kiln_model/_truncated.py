@@ -21,14 +21,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable
+from kiln_graph import TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
+from kiln_model._censored import bounded_base
 from kiln_model._continuous import TruncatedNormal
 from kiln_model._distribution import Distribution, density_of, register_density
 from kiln_model._math import LOG_2, log_diff_exp
 from kiln_model._symbolic import batch_shape
-from kiln_random import RandomVariable
 
 #: Halvings of the draw's bracket: the bracket [0, 1] of the bisection variable shrinks
 #: to 2**-64 of its length, below the spacing of float64 numbers near 1.
@@ -163,31 +163,12 @@ class Truncated(Distribution):
         rng: Any = None,
     ) -> TensorVariable:
         """Return an unnamed truncated draw of batch shape ``size`` (or ``shape``)."""
-        node = dist.owner if isinstance(dist, Variable) else None
-        if node is None or not isinstance(node.op, RandomVariable):
-            raise KilnTypeError(
-                f"Truncated: dist must be an unnamed draw such as kl.Gamma.dist(2, 1), got {dist!r}"
-            )
-        if node.op.core_ndim:
-            raise KilnTypeError("Truncated: dist must be a scalar (univariate) distribution")
-        if shape is not None:
-            if size is not None:
-                raise KilnValueError("Truncated: give size or shape, not both")
-            size = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-        lo = kt.as_tensor(-np.inf if lower is None else lower, dtype="float64")
-        hi = kt.as_tensor(np.inf if upper is None else upper, dtype="float64")
-        _check_bounds(lo, hi)
-        base, params = density_of(dist)
+        node, base, params, lo, hi, size = bounded_base(
+            "Truncated", dist, lower, upper, size, shape, strict=True
+        )
         if node.op is kr.OPS["normal"]:  # kiln has the exact truncated normal
             mu, sigma = params
             return TruncatedNormal.dist(mu, sigma, lo, hi, size=size, rng=rng)
-        try:
-            base.logcdf(kt.as_tensor(0.0), *params)
-        except NotImplementedError:
-            raise KilnTypeError(
-                f"Truncated: {getattr(base, '__name__', base)} has no logcdf, which truncation "
-                "needs"
-            ) from None
         density = TruncatedDensity(base, bool(base.discrete))
         batch = batch_shape(size, lo, hi, *params)
         log_lo, log_hi = density._log_cdf_at_bounds(lo, hi, tuple(params))
@@ -203,15 +184,3 @@ class Truncated(Distribution):
     @classmethod
     def check_observed(cls, name: str, value: np.ndarray) -> None:
         return None
-
-
-def _check_bounds(lo: Any, hi: Any) -> None:
-    """Raise when constant bounds have ``lower >= upper`` somewhere."""
-    data_lo, data_hi = getattr(lo, "data", None), getattr(hi, "data", None)
-    if data_lo is None or data_hi is None:
-        return
-    if np.any(np.asarray(data_lo) >= np.asarray(data_hi)):
-        raise KilnValueError(
-            f"Truncated: lower must be < upper, got lower={np.asarray(data_lo)!r}, "
-            f"upper={np.asarray(data_hi)!r}"
-        )
