@@ -454,6 +454,57 @@ Betaln = _declare(
     ],
     "log |B(a, b)|",
 )
+
+
+def _i1e_grad(xs: list[TensorVariable], o: TensorVariable, g: TensorVariable) -> list[Any]:
+    """``d i1e / dx = i0e(x) - i1e(x) / x - sign(x) i1e(x)``, 1/2 at ``x = 0``."""
+    x = xs[0]
+    at_zero = eq(x, 0)
+    safe_x = switch(at_zero, _alloc.ones_like(x), x)
+    d = sub(sub(i0e(x), true_divide(o, safe_x)), mul(sign(x), o))
+    return [mul(g, switch(at_zero, 0.5, d))]
+
+
+def _i1_grad(xs: list[TensorVariable], o: TensorVariable, g: TensorVariable) -> list[Any]:
+    """``d I1 / dx = I0(x) - I1(x) / x``, 1/2 at ``x = 0``."""
+    x = xs[0]
+    at_zero = eq(x, 0)
+    safe_x = switch(at_zero, _alloc.ones_like(x), x)
+    return [mul(g, switch(at_zero, 0.5, sub(i0(x), true_divide(o, safe_x))))]
+
+
+I0e = _declare(
+    "I0e",
+    sp.i0e,
+    1,
+    FROM_NFUNC,
+    lambda xs, o, g: [mul(g, sub(i1e(xs[0]), mul(sign(xs[0]), o)))],
+    "exp(-|x|) * I0(x), the exponentially scaled modified Bessel function of order 0",
+)
+I1e = _declare(
+    "I1e",
+    sp.i1e,
+    1,
+    FROM_NFUNC,
+    _i1e_grad,
+    "exp(-|x|) * I1(x), the exponentially scaled modified Bessel function of order 1",
+)
+I0 = _declare(
+    "I0",
+    sp.i0,
+    1,
+    FROM_NFUNC,
+    lambda xs, o, g: [mul(g, i1(xs[0]))],
+    "I0(x), the modified Bessel function of the first kind of order 0",
+)
+I1 = _declare(
+    "I1",
+    sp.i1,
+    1,
+    FROM_NFUNC,
+    _i1_grad,
+    "I1(x), the modified Bessel function of the first kind of order 1",
+)
 Floor = _declare(
     "Floor", np.floor, 1, FROM_NFUNC, lambda xs, o, g: [_alloc.zeros_like(xs[0])], "floor"
 )
@@ -580,6 +631,10 @@ gammaln = _elemwise_function(Gammaln, "gammaln", "log |Gamma(x)|")
 digamma = _elemwise_function(Digamma, "digamma", "digamma function")
 polygamma = _elemwise_function(Polygamma, "polygamma", "polygamma(n, x)")
 betaln = _elemwise_function(Betaln, "betaln", "log |B(a, b)|")
+i0e = _elemwise_function(I0e, "i0e", "exp(-|x|) I0(x)")
+i1e = _elemwise_function(I1e, "i1e", "exp(-|x|) I1(x)")
+i0 = _elemwise_function(I0, "i0", "modified Bessel function I0(x)")
+i1 = _elemwise_function(I1, "i1", "modified Bessel function I1(x)")
 floor = _elemwise_function(Floor, "floor", "floor")
 ceil = _elemwise_function(Ceil, "ceil", "ceiling")
 round = _elemwise_function(Round, "round", "round half to even")  # noqa: A001

@@ -17,6 +17,8 @@ from kiln_graph._math import AND as AND
 from kiln_graph._math import EQ as EQ
 from kiln_graph._math import GE as GE
 from kiln_graph._math import GT as GT
+from kiln_graph._math import I0 as I0
+from kiln_graph._math import I1 as I1
 from kiln_graph._math import LE as LE
 from kiln_graph._math import LT as LT
 from kiln_graph._math import NEQ as NEQ
@@ -42,6 +44,8 @@ from kiln_graph._math import Expm1 as Expm1
 from kiln_graph._math import Floor as Floor
 from kiln_graph._math import FloorDivide as FloorDivide
 from kiln_graph._math import Gammaln as Gammaln
+from kiln_graph._math import I0e as I0e
+from kiln_graph._math import I1e as I1e
 from kiln_graph._math import IsInf as IsInf
 from kiln_graph._math import IsNan as IsNan
 from kiln_graph._math import Log as Log

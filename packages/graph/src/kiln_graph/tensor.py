@@ -65,6 +65,10 @@ from kiln_graph._math import floor_divide as floor_divide
 from kiln_graph._math import gammaln as gammaln
 from kiln_graph._math import ge as ge
 from kiln_graph._math import gt as gt
+from kiln_graph._math import i0 as i0
+from kiln_graph._math import i0e as i0e
+from kiln_graph._math import i1 as i1
+from kiln_graph._math import i1e as i1e
 from kiln_graph._math import isinf as isinf
 from kiln_graph._math import isnan as isnan
 from kiln_graph._math import le as le
