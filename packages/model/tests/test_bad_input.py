@@ -398,9 +398,9 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ),
     (
         "unknown-parameter",
-        _in_model(lambda: km.Normal("x", tau=1.0)),
+        _in_model(lambda: km.Normal("x", scale=1.0)),
         KilnTypeError,
-        r"^x: Normal: unknown parameter 'tau'",
+        r"^x: Normal: unknown parameter 'scale'",
     ),
     (
         "bad-transform",

@@ -21,6 +21,18 @@ from kiln_model._math import (
     xlog1py,
     xlogy,
 )
+from kiln_model._parametrizations import (
+    BETA_NU_CHECKS,
+    BETA_SD_CHECKS,
+    MEAN_SD_CHECKS,
+    Alternative,
+    as_float,
+    beta_concentration,
+    beta_moments,
+    gamma_moments,
+    inverse_gamma_moments,
+    precision,
+)
 from kiln_random import RandomVariable
 
 
@@ -30,10 +42,11 @@ def _normal_logp(x: Any, mu: Any, sigma: Any) -> Any:
 
 
 class Normal(Distribution):
-    """Normal(mu, sigma): mean ``mu``, standard deviation ``sigma``."""
+    """Normal(mu, sigma, tau): mean ``mu``, standard deviation ``sigma`` (or precision ``tau``)."""
 
     rv_op = kr.OPS["normal"]
-    params = ("mu", "sigma")
+    params = ("mu", "sigma", "tau")
+    alternatives = (precision("tau", "sigma"),)
     defaults = {"mu": 0.0, "sigma": 1.0}
 
     @staticmethod
@@ -46,10 +59,11 @@ class Normal(Distribution):
 
 
 class HalfNormal(Distribution):
-    """HalfNormal(sigma): ``|Normal(0, sigma)|``."""
+    """HalfNormal(sigma, tau): ``|Normal(0, sigma)|`` (or precision ``tau``)."""
 
     rv_op = kr.OPS["halfnormal"]
-    params = ("sigma",)
+    params = ("sigma", "tau")
+    alternatives = (precision("tau", "sigma"),)
     defaults = {"sigma": 1.0}
     support = "nonnegative"
 
@@ -71,10 +85,11 @@ class HalfNormal(Distribution):
 
 
 class LogNormal(Distribution):
-    """LogNormal(mu, sigma): ``exp(Normal(mu, sigma))``."""
+    """LogNormal(mu, sigma, tau): ``exp(Normal(mu, sigma))`` (or precision ``tau``)."""
 
     rv_op = kr.OPS["lognormal"]
-    params = ("mu", "sigma")
+    params = ("mu", "sigma", "tau")
+    alternatives = (precision("tau", "sigma"),)
     defaults = {"mu": 0.0, "sigma": 1.0}
     support = "positive"
 
@@ -194,10 +209,18 @@ class HalfFlat(Distribution):
 
 
 class Exponential(Distribution):
-    """Exponential(lam): rate ``lam`` (mean 1 / lam)."""
+    """Exponential(lam, scale): rate ``lam`` (or mean ``scale = 1 / lam``)."""
 
     rv_op = kr.OPS["exponential"]
-    params = ("lam",)
+    params = ("lam", "scale")
+    alternatives = (
+        Alternative(
+            ("scale",),
+            ("lam",),
+            lambda scale: (1.0 / as_float(scale),),
+            ((("scale",), lambda scale: scale > 0, "scale must be > 0"),),
+        ),
+    )
     param_checks = ((("lam",), lambda lam: lam > 0, "lam must be > 0"),)
     defaults = {"lam": 1.0}
     support = "nonnegative"
@@ -222,10 +245,11 @@ class Exponential(Distribution):
 
 
 class Gamma(Distribution):
-    """Gamma(alpha, beta): shape ``alpha``, rate ``beta``."""
+    """Gamma(alpha, beta, mu, sigma): shape ``alpha``, rate ``beta`` (or mean, sd)."""
 
     rv_op = kr.OPS["gamma"]
-    params = ("alpha", "beta")
+    params = ("alpha", "beta", "mu", "sigma")
+    alternatives = (Alternative(("mu", "sigma"), ("alpha", "beta"), gamma_moments, MEAN_SD_CHECKS),)
     param_checks = (
         (("alpha",), lambda alpha: alpha > 0, "alpha must be > 0"),
         (("beta",), lambda beta: beta > 0, "beta must be > 0"),
@@ -234,7 +258,8 @@ class Gamma(Distribution):
 
     @classmethod
     def rv_params(cls, alpha: Any = None, beta: Any = None) -> tuple[Any, ...]:
-        return (alpha, 1.0 / kt.as_tensor(beta, dtype="float64"))
+        alpha, beta = super().rv_params(alpha=alpha, beta=beta)
+        return (alpha, 1.0 / as_float(beta))
 
     @staticmethod
     def logp(value: Any, shape: Any, scale: Any) -> TensorVariable:
@@ -249,10 +274,14 @@ class Gamma(Distribution):
 
 
 class Beta(Distribution):
-    """Beta(alpha, beta)."""
+    """Beta(alpha, beta, mu, sigma, nu): or mean ``mu`` with sd ``sigma`` or ``nu = a + b``."""
 
     rv_op = kr.OPS["beta"]
-    params = ("alpha", "beta")
+    params = ("alpha", "beta", "mu", "sigma", "nu")
+    alternatives = (
+        Alternative(("mu", "sigma"), ("alpha", "beta"), beta_moments, BETA_SD_CHECKS),
+        Alternative(("mu", "nu"), ("alpha", "beta"), beta_concentration, BETA_NU_CHECKS),
+    )
     support = "unit"
 
     @staticmethod
@@ -268,10 +297,13 @@ class Beta(Distribution):
 
 
 class InverseGamma(Distribution):
-    """InverseGamma(alpha, beta): shape ``alpha``, scale ``beta``."""
+    """InverseGamma(alpha, beta, mu, sigma): shape ``alpha``, scale ``beta`` (or mean, sd)."""
 
     rv_op = kr.OPS["invgamma"]
-    params = ("alpha", "beta")
+    params = ("alpha", "beta", "mu", "sigma")
+    alternatives = (
+        Alternative(("mu", "sigma"), ("alpha", "beta"), inverse_gamma_moments, MEAN_SD_CHECKS),
+    )
     defaults = {"beta": 1.0}
     support = "positive"
 
@@ -299,10 +331,11 @@ def _student_t_logp(x: Any, nu: Any, mu: Any, sigma: Any) -> Any:
 
 
 class StudentT(Distribution):
-    """StudentT(nu, mu, sigma): degrees of freedom ``nu``, location, scale."""
+    """StudentT(nu, mu, sigma, lam): degrees of freedom, location, scale (or precision ``lam``)."""
 
     rv_op = kr.OPS["studentt"]
-    params = ("nu", "mu", "sigma")
+    params = ("nu", "mu", "sigma", "lam")
+    alternatives = (precision("lam", "sigma"),)
     defaults = {"mu": 0.0, "sigma": 1.0}
 
     @staticmethod
@@ -316,10 +349,11 @@ class StudentT(Distribution):
 
 
 class HalfStudentT(Distribution):
-    """HalfStudentT(nu, sigma): ``|StudentT(nu, 0, sigma)|``."""
+    """HalfStudentT(nu, sigma, lam): ``|StudentT(nu, 0, sigma)|`` (or precision ``lam``)."""
 
     rv_op = kr.OPS["halfstudentt"]
-    params = ("nu", "sigma")
+    params = ("nu", "sigma", "lam")
+    alternatives = (precision("lam", "sigma"),)
     defaults = {"sigma": 1.0}
     support = "nonnegative"
 
@@ -476,10 +510,11 @@ def _log_normal_mass(mu: Any, sigma: Any, lower: Any, upper: Any) -> Any:
 
 
 class TruncatedNormal(Distribution):
-    """Normal(mu, sigma) truncated to [lower, upper] (either bound may be infinite)."""
+    """Normal(mu, sigma) (or precision ``tau``) truncated to [lower, upper] (either may be inf)."""
 
     rv_op = kr.OPS["truncated_normal"]
-    params = ("mu", "sigma", "lower", "upper")
+    params = ("mu", "sigma", "tau", "lower", "upper")
+    alternatives = (precision("tau", "sigma"),)
     defaults = {"mu": 0.0, "sigma": 1.0, "lower": -np.inf, "upper": np.inf}
     support = "interval"
 

@@ -32,6 +32,12 @@ from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._errors import ModelError
 from kiln_model._model import Model, VariableInfo, _as_dims, modelcontext
+from kiln_model._parametrizations import (
+    Alternative,
+    alternative_names,
+    other_forms,
+    resolve,
+)
 from kiln_model._validate import (
     Check,
     check_constants,
@@ -80,6 +86,9 @@ class Distribution:
     #: Constraints between observed values and constant parameters (Binomial: k <= n):
     #: ``(op parameter names, predicate(value, *params), message)``.
     observed_checks: ClassVar[tuple[Check, ...]] = ()
+    #: PyMC's other parametrizations (``Normal(tau=...)``): each names parameters of
+    #: ``params`` that, given together, determine base ones (:mod:`._parametrizations`).
+    alternatives: ClassVar[tuple[Alternative, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -199,9 +208,17 @@ class Distribution:
             if key in bound:
                 raise KilnTypeError(f"{cls.__name__}: parameter {key!r} given twice")
             bound[key] = value
+        resolve(cls.__name__, cls.alternatives, bound)
         for key, value in cls.defaults.items():
-            bound.setdefault(key, value)
+            if bound.get(key) is None:
+                bound[key] = value
         return bound
+
+    @classmethod
+    def base_params(cls) -> tuple[str, ...]:
+        """Return the parameters no alternative parametrization names, in order."""
+        alternative = alternative_names(cls.alternatives)
+        return tuple(p for p in cls.params if p not in alternative)
 
     @classmethod
     def rv_params(cls, *args: Any, **params: Any) -> tuple[Any, ...]:
@@ -209,10 +226,14 @@ class Distribution:
 
         Called with the user's parameters by name (``args`` is empty).
         """
-        missing = [p for p in cls.params if params.get(p) is None]
+        names = cls.base_params()
+        missing = [p for p in names if params.get(p) is None]
         if missing:
-            raise KilnTypeError(f"{cls.__name__}: missing parameter(s) {missing}")
-        return tuple(params[p] for p in cls.params)
+            raise KilnTypeError(
+                f"{cls.__name__}: missing parameter(s) {missing}"
+                + other_forms(cls.alternatives, missing)
+            )
+        return tuple(params[p] for p in names)
 
     @staticmethod
     def logp(value: Any, *params: Any) -> TensorVariable:

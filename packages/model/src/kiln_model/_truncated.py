@@ -168,7 +168,7 @@ class Truncated(Distribution):
         )
         if node.op is kr.OPS["normal"]:  # kiln has the exact truncated normal
             mu, sigma = params
-            return TruncatedNormal.dist(mu, sigma, lo, hi, size=size, rng=rng)
+            return TruncatedNormal.dist(mu, sigma, lower=lo, upper=hi, size=size, rng=rng)
         density = TruncatedDensity(base, bool(base.discrete))
         batch = batch_shape(size, lo, hi, *params)
         log_lo, log_hi = density._log_cdf_at_bounds(lo, hi, tuple(params))
