@@ -227,9 +227,10 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ),
     (
         "observed-nan",
-        _in_model(lambda: km.Normal("y", 0, 1, observed=[np.nan])),
-        KilnValueError,
-        r"^y: the observed data holds NaN",
+        _in_model(lambda: km.MvNormal("y", np.zeros(2), np.eye(2), observed=[[np.nan, 0.0]])),
+        ModelError,
+        r"^y: the observed data holds 1 missing \(NaN or masked\) value\(s\), but MvNormal is "
+        "multivariate",
     ),
     (
         "data-inf",

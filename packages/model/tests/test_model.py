@@ -187,9 +187,11 @@ def test_compiling_the_same_model_twice_compiles_once():
             "k: observed values must be non-negative",
         ),
         (
-            lambda: _in_model(lambda: kl.Normal("y", 0, 1, observed=[1.0, np.nan])),
-            KilnValueError,
-            "y: the observed data holds NaN",
+            lambda: _in_model(
+                lambda: kl.MvNormal("y", np.zeros(2), np.eye(2), observed=[[1.0, np.nan]])
+            ),
+            kl.ModelError,
+            "y: the observed data holds 1 missing",
         ),
         (lambda: _in_model(lambda: kl.Normal("y", np.zeros(3), 1, dims="d2")), Exception, "y:"),
         (

@@ -66,6 +66,7 @@ from kiln_model._distribution import Distribution as Distribution
 from kiln_model._distribution import logcdf as logcdf
 from kiln_model._distribution import logp as logp
 from kiln_model._errors import ModelError as ModelError
+from kiln_model._imputation import ImputationWarning as ImputationWarning
 from kiln_model._mixture import Mixture as Mixture
 from kiln_model._mixture import NormalMixture as NormalMixture
 from kiln_model._model import Data as Data

@@ -31,6 +31,7 @@ from kiln_graph import (
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._errors import ModelError
+from kiln_model._imputation import impute, missing_mask
 from kiln_model._model import Model, VariableInfo, _as_dims, modelcontext
 from kiln_model._parametrizations import (
     Alternative,
@@ -112,6 +113,12 @@ class Distribution:
         full = m.check_new_name(name)
         core = cls.core_ndim()
         dims_t = _as_dims(dims, None, full)
+        if observed is not None and dims_t is not None:
+            _dims_from_observed(m, full, dims_t, observed)
+        mask = missing_mask(full, observed) if observed is not None else None
+        if mask is not None:  # missing values: observed and imputed parts
+            free = {"initval": initval} | ({} if transform is UNSET else {"transform": transform})
+            return impute(cls, m, name, observed, mask, args, kwargs, dims_t, shape, free)
         obs = _as_observed(cls, full, observed) if observed is not None else None
         size: Any = None
         if dims_t is not None:
@@ -330,17 +337,33 @@ def _as_observed(cls: type[Distribution], name: str, observed: Any) -> TensorVar
         if value.dtype.kind not in "biuf":
             raise KilnTypeError(f"{name}: observed data must be numeric, got dtype {value.dtype}")
         var = None  # type: ignore[assignment]
-    if value.dtype.kind == "f" and np.isnan(value).any():
-        raise KilnValueError(
-            f"{name}: the observed data holds NaN; kiln does not impute missing values: "
-            "drop them, or model them as free variables"
-        )
     check_finite(f"{name}: observed", value, "drop or correct the infinite values")
     cls.check_observed(name, value)
     if var is not None:
         return var
     dtype = "int64" if cls.discrete else "float64"
     return kt.constant(value.astype(dtype) if value.dtype != dtype else value)
+
+
+def _dims_from_observed(m: Model, name: str, dims: tuple[str, ...], observed: Any) -> None:
+    """Add the dims of ``dims`` the model lacks, with their lengths taken from ``observed``.
+
+    As in PyMC, such a dim has a length but no labels (the results number it 0..n-1);
+    bound to a Data variable's shape when ``observed`` is one, so it follows ``set_data``.
+    """
+    unknown = [d for d in dims if d not in m.dim_lengths]
+    if not unknown:
+        return
+    shared = isinstance(observed, SharedVariable)
+    shape = np.shape(observed.get_value(borrow=True) if shared else observed)
+    if len(dims) != len(shape):
+        raise ModelError(
+            f"{name}: {len(dims)} dims {dims} for observed data of shape {shape}; the dims "
+            f"{unknown} have no coords, so their lengths must come from the data"
+        )
+    for axis, d in enumerate(dims):
+        if d in unknown:
+            m.add_coord(d, length=kt.shape_i(observed, axis) if shared else int(shape[axis]))
 
 
 def _check_initval(cls: type[Distribution], name: str, rv: TensorVariable, initval: Any) -> None:

@@ -26,6 +26,7 @@ from kiln_graph import (
 )
 from kiln_graph import tensor as kt
 from kiln_model._compiled import CompiledModel, compile_point_function, initial_point
+from kiln_model._debug import debug_model
 from kiln_model._errors import ModelError
 from kiln_model._logprob import build_logp, nan_is_outside
 from kiln_model._transforms import ChainTransform, IntervalTransform, Transform
@@ -170,10 +171,12 @@ class Model:
         self.deterministics[name] = value
         self.named_dims[name] = dims
 
-    def add_potential(self, name: str, value: TensorVariable) -> None:
+    def add_potential(
+        self, name: str, value: TensorVariable, dims: tuple[str, ...] | None = None
+    ) -> None:
         """Add a term to the joint log-density."""
         self.potentials[name] = value
-        self.named_dims[name] = None
+        self.named_dims[name] = dims
 
     def add_data(self, name: str, var: SharedVariable, dims: tuple[str, ...] | None) -> None:
         """Add a Data variable."""
@@ -259,6 +262,40 @@ class Model:
         values = f(point)
         return {n: round(float(v), round_vals) for n, v in zip(names, values, strict=True)}
 
+    def debug(
+        self, point: Mapping[str, Any] | None = None, fn: str = "logp", verbose: bool = False
+    ) -> dict[str, str]:
+        """Name the variables whose log-density, gradient or forward draws are not finite.
+
+        Parameters
+        ----------
+        point
+            ``{value name: unconstrained value}`` (default: the initial point); unused
+            with ``fn="random"``.
+        fn
+            ``"logp"``: each variable's (and Potential's) log-density at ``point``;
+            ``"dlogp"``: the gradient for each free variable; ``"random"``: one forward
+            draw of every variable (and the deterministics).
+        verbose
+            Also print the finite terms.
+
+        Returns
+        -------
+        ``{name: why}`` for each term that is not finite (empty when all are): for a
+        variable, the parameters that break their constraints, a value outside the
+        support, and the first entry where it fails with the value and parameters
+        there. The same report is printed.
+
+        Examples
+        --------
+        >>> with kl.Model() as m:  # doctest: +SKIP
+        ...     s = kl.Normal("s", 0, 1)
+        ...     kl.Normal("y", 0, s, observed=[1.0])
+        >>> m.debug()  # doctest: +SKIP
+        y: its log-density is -inf (observed, Normal); the parameters break ...
+        """
+        return debug_model(self, point, fn, verbose)
+
     def __getitem__(self, name: str) -> Variable:
         full = name if name in self.named_dims else self.prefixed(name)
         if full in self.variables:
@@ -309,31 +346,50 @@ def Deterministic(
     m = modelcontext(model)
     full = m.check_new_name(name)
     value = kt.as_tensor(var)
-    dims_t = _as_dims(dims, value.ndim, full)
-    if dims_t is not None:
-        m.shape_from_dims(dims_t, full)
+    dims_t = _checked_dims(m, dims, value, full)
     value.name = full if value.name is None else value.name
     m.add_deterministic(full, value, dims_t)
     return value
 
 
-def Potential(name: str, var: Any, model: Model | None = None) -> TensorVariable:  # noqa: N802
-    """Add ``var`` (summed) to the model's joint log-density under ``name``."""
+def Potential(  # noqa: N802
+    name: str, var: Any, model: Model | None = None, dims: Any = None
+) -> TensorVariable:
+    """Add ``var`` (summed) to the model's joint log-density under ``name``.
+
+    ``dims`` names the dimensions of ``var`` (as PyMC takes them; the model's dims).
+    """
     m = modelcontext(model)
     full = m.check_new_name(name)
     value = kt.as_tensor(var)
+    dims_t = _checked_dims(m, dims, value, full)
     if value.dtype not in ("float64", "float32"):
         value = kt.cast(value, "float64")
-    m.add_potential(full, value)
+    m.add_potential(full, value, dims_t)
     return value
+
+
+def _checked_dims(m: Model, dims: Any, value: TensorVariable, what: str) -> tuple[str, ...] | None:
+    """Return ``dims`` as a tuple after checking them against ``value`` and the model."""
+    dims_t = _as_dims(dims, value.ndim, what)
+    if dims_t is None:
+        return None
+    lengths = m.shape_from_dims(dims_t, what)
+    for axis, (d, n, k) in enumerate(zip(dims_t, lengths, value.type.shape, strict=True)):
+        if isinstance(n, int) and k is not None and n != k:
+            raise ModelError(
+                f"{what}: dim {d!r} has length {n}, but the value has {k} along axis {axis}"
+            )
+    return dims_t
 
 
 def Data(name: str, value: Any, dims: Any = None, model: Model | None = None) -> SharedVariable:  # noqa: N802
     """Register data as a runtime input of the model's compiled functions.
 
-    ``kl.set_data({name: new_value})`` swaps the value with no recompilation (its shape
-    may change: dims named here that the coords do not define take their lengths from
-    the data). NaN and infinities are refused.
+    ``kl.set_data({name: new_value})`` swaps the value with no recompilation. Its shape
+    may change: the dims named here take their lengths from the data (a dim the coords
+    define too, once ``set_data`` gives it new labels), for the variables created
+    after this Data. NaN and infinities are refused.
     """
     m = modelcontext(model)
     full = m.check_new_name(name)
@@ -349,21 +405,47 @@ def Data(name: str, value: Any, dims: Any = None, model: Model | None = None) ->
         for i, d in enumerate(dims_t):
             if d not in m.dim_lengths:
                 m.add_coord(d, length=kt.shape_i(var, i))
-            elif isinstance(m.dim_lengths[d], int) and m.dim_lengths[d] != arr.shape[i]:
-                raise ModelError(
-                    f"Data {full!r}: dim {d!r} has length {m.dim_lengths[d]} in the coords, "
-                    f"but the data has {arr.shape[i]} along axis {i}"
-                )
+            elif isinstance(m.dim_lengths[d], int):
+                if m.dim_lengths[d] != arr.shape[i]:
+                    raise ModelError(
+                        f"Data {full!r}: dim {d!r} has length {m.dim_lengths[d]} in the coords, "
+                        f"but the data has {arr.shape[i]} along axis {i}"
+                    )
+                # Variables along ``d`` created from now on follow this Data's length, so
+                # that ``set_data`` with new coords can change it.
+                m.dim_lengths[d] = kt.shape_i(var, i)
     m.add_data(full, var, dims_t)
     return var
 
 
-def set_data(new_data: Mapping[str, Any], model: Model | None = None) -> None:
-    """Replace the values of Data variables (no recompilation).
+def set_data(
+    new_data: Mapping[str, Any],
+    model: Model | None = None,
+    *,
+    coords: Mapping[str, Sequence[Any]] | None = None,
+) -> None:
+    """Replace the values of Data variables (no recompilation), and optionally coords.
 
     The new values are checked before any is set: numeric, finite, the same number of
-    dimensions, and along each dim the length the model's coords give it (a dim the
-    coords do not define may change length; Data set together along it must agree).
+    dimensions, and along each dim the length its labels give it (``coords`` replaces
+    the labels of the dims it names, so their length may change; a dim with no labels
+    may change length freely, but Data set together along it must agree).
+
+    Parameters
+    ----------
+    new_data
+        ``{Data name: new value}``.
+    model
+        The model (default: the one of the ``with`` block).
+    coords
+        ``{dim name: new labels}`` for dims whose length follows a Data variable (or
+        whose length stays the same); later results are labelled with them.
+
+    Examples
+    --------
+    >>> with model:  # doctest: +SKIP
+    ...     kl.set_data({"x": x_new}, coords={"obs": labels_new})
+    ...     kl.sample_posterior_predictive(idata, predictions=True)
     """
     m = modelcontext(model)
     if not isinstance(new_data, Mapping):
@@ -378,30 +460,97 @@ def set_data(new_data: Mapping[str, Any], model: Model | None = None) -> None:
             raise ModelError(
                 f"set_data: the model has no Data named {name!r}; it has {sorted(m.data)}"
             )
-        var = m.data[full]
-        arr = np.asarray(value)
-        old = var.get_value(borrow=True)
-        if arr.ndim != old.ndim:
-            raise KilnValueError(
-                f"set_data: {name!r} has {old.ndim} dimension(s), the new value {arr.ndim}"
-            )
-        if arr.dtype.kind not in "biuf":
-            raise KilnTypeError(
-                f"set_data: the new value of {name!r}: expected numeric data, got dtype {arr.dtype}"
-            )
-        if arr.dtype.kind == "f" and np.isnan(arr).any():
-            raise KilnValueError(f"set_data: the new value of {name!r} holds NaN")
-        check_finite(f"set_data: the new value of {name!r}", arr, "drop or correct them")
-        if arr.dtype != old.dtype:
-            if not np.can_cast(arr.dtype, old.dtype, casting="same_kind"):
-                raise KilnTypeError(
-                    f"set_data: {name!r} holds {old.dtype}; the new value is {arr.dtype}"
-                )
-            arr = arr.astype(old.dtype)
-        checked[full] = arr
+        checked[full] = _checked_new_value(name, m.data[full], value)
+    labels = _checked_new_coords(m, coords)
+    _check_labels(m, checked, labels)
     check_data_lengths(m, checked)
     for full, arr in checked.items():
         m.data[full].set_value(arr)
+    m.coords.update(labels)
+
+
+def _checked_new_value(name: str, var: SharedVariable, value: Any) -> np.ndarray:
+    """Return ``value`` as the new value of the Data ``var``, after checking it."""
+    arr = np.asarray(value)
+    old = var.get_value(borrow=True)
+    if arr.ndim != old.ndim:
+        raise KilnValueError(
+            f"set_data: {name!r} has {old.ndim} dimension(s), the new value {arr.ndim}"
+        )
+    if arr.dtype.kind not in "biuf":
+        raise KilnTypeError(
+            f"set_data: the new value of {name!r}: expected numeric data, got dtype {arr.dtype}"
+        )
+    if arr.dtype.kind == "f" and np.isnan(arr).any():
+        raise KilnValueError(f"set_data: the new value of {name!r} holds NaN")
+    check_finite(f"set_data: the new value of {name!r}", arr, "drop or correct them")
+    if arr.dtype != old.dtype:
+        if not np.can_cast(arr.dtype, old.dtype, casting="same_kind"):
+            raise KilnTypeError(
+                f"set_data: {name!r} holds {old.dtype}; the new value is {arr.dtype}"
+            )
+        arr = arr.astype(old.dtype)
+    return arr
+
+
+def _checked_new_coords(
+    m: Model, coords: Mapping[str, Sequence[Any]] | None
+) -> dict[str, tuple[Any, ...]]:
+    """Return ``set_data``'s new ``coords`` as label tuples, after checking them."""
+    if coords is None:
+        return {}
+    if not isinstance(coords, Mapping):
+        raise KilnTypeError(
+            f"set_data: coords: expected a dict {{dim name: labels}}, got {type(coords).__name__}"
+        )
+    out: dict[str, tuple[Any, ...]] = {}
+    for dim, labels in coords.items():
+        if dim not in m.dim_lengths:
+            raise ModelError(
+                f"set_data: coords: the model has no dim {dim!r}; its dims are "
+                f"{sorted(m.dim_lengths)}"
+            )
+        if labels is None or isinstance(labels, str) or not hasattr(labels, "__len__"):
+            raise ModelError(
+                f"set_data: coords[{dim!r}]: expected a sequence of labels, got {labels!r}"
+            )
+        new = tuple(np.asarray(labels).tolist())
+        fixed = m.dim_lengths[dim]
+        if isinstance(fixed, int | np.integer) and len(new) != int(fixed):
+            raise ModelError(
+                f"set_data: coords[{dim!r}] has {len(new)} labels, but dim {dim!r} has the "
+                f"fixed length {fixed}: no Data defines it, so the variables along it were "
+                f"sized from coords=. To let its length change, create a kl.Data with "
+                f"dims={dim!r} before the variables along it"
+            )
+        out[dim] = new
+    return out
+
+
+def _check_labels(
+    m: Model, new: Mapping[str, np.ndarray], labels: Mapping[str, tuple[Any, ...]]
+) -> None:
+    """Raise when Data (new values, or current ones along a relabelled dim) misfit labels."""
+    counts = {d: len(v) for d, v in m.coords.items()} | {d: len(v) for d, v in labels.items()}
+    for full, var in m.data.items():
+        dims = m.named_dims.get(full) or ()
+        arr = new.get(full)
+        if arr is None and not any(d in labels for d in dims):
+            continue
+        shape = np.shape(var.get_value(borrow=True)) if arr is None else arr.shape
+        for axis, d in enumerate(dims):
+            if d not in counts or axis >= len(shape) or shape[axis] == counts[d]:
+                continue
+            if arr is None:
+                raise ModelError(
+                    f"set_data: coords[{d!r}] has {counts[d]} labels, but Data {full!r} has "
+                    f"length {shape[axis]} along it (axis {axis}); set {full!r} too"
+                )
+            raise ModelError(
+                f"set_data: {full!r} has length {shape[axis]} along dim {d!r} (axis {axis}), "
+                f"but dim {d!r} has {counts[d]} labels in the model's coords; give data of "
+                f"length {counts[d]}, or new labels: set_data(..., coords={{{d!r}: labels}})"
+            )
 
 
 def freeze_dims_and_data(model: Model) -> Model:
@@ -437,7 +586,7 @@ def freeze_dims_and_data(model: Model) -> Model:
     for name, det in model.deterministics.items():
         frozen.add_deterministic(name, sub(det), model.named_dims.get(name))
     for name, pot in model.potentials.items():
-        frozen.add_potential(name, sub(pot))
+        frozen.add_potential(name, sub(pot), model.named_dims.get(name))
     return frozen
 
 
