@@ -197,6 +197,10 @@ class Distribution:
         registered = _GRAPH_DENSITIES.get(rv)
         if registered is not None:
             return registered
+        if rv.owner is not None and rv.owner.op is not getattr(cls, "rv_op", None):
+            # A class whose dist() returns another class's draw (kl.Truncated of a
+            # Normal is a TruncatedNormal draw): the draw's own class gives the density.
+            return distribution_of(rv), list(rv.owner.inputs[2:])
         return cls, list(rv.owner.inputs[2:])  # type: ignore[union-attr]
 
     @classmethod
@@ -250,6 +254,15 @@ class Distribution:
     @staticmethod
     def logcdf(value: Any, *params: Any) -> TensorVariable:
         """Return the log of the cumulative distribution function at ``value``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def icdf(value: Any, *params: Any) -> TensorVariable:
+        """Return the quantile function (inverse CDF) at the probability ``value``.
+
+        Defined where it has a closed form or a cheap one; :func:`icdf` names the
+        distribution when it has none.
+        """
         raise NotImplementedError
 
     @classmethod
@@ -424,6 +437,46 @@ def logcdf(rv: TensorVariable, value: Any) -> TensorVariable:
     """Return the log-CDF at ``value`` under the draw ``rv``."""
     dist, params = density_of(rv)
     return dist.logcdf(kt.as_tensor(value), *params)
+
+
+def icdf(rv: TensorVariable, value: Any) -> TensorVariable:
+    """Return the quantile function (inverse CDF) of the draw ``rv`` at probability ``value``.
+
+    NaN where ``value`` lies outside [0, 1] or the parameters are invalid. A discrete
+    distribution gives the smallest value of its support whose CDF reaches ``value``,
+    as float64 (so that NaN can mark the outside), like PyMC.
+
+    Examples
+    --------
+    >>> import kiln_model as km
+    >>> from kiln_compile import function
+    >>> q = km.icdf(km.Exponential.dist(lam=2.0), 0.5)
+    >>> round(float(function([], q, mode="FAST_COMPILE")()), 6)
+    0.346574
+    """
+    dist, params = density_of(rv)
+    method = getattr(dist, "icdf", None)
+    if method is None or method is Distribution.icdf:
+        name = getattr(dist, "__name__", type(dist).__name__)
+        raise NotImplementedError(
+            f"icdf: {name} has no quantile function in kiln (it has no closed or cheap "
+            "form); draw from it, or use its logcdf"
+        )
+    q = kt.as_tensor(value)
+    if q.dtype != "float64":
+        q = kt.cast(q, "float64")
+    return method(q, *params)
+
+
+def icdf_bound(quantile: Any, value: Any, *conditions: Any) -> TensorVariable:
+    """Return ``quantile`` where ``0 <= value <= 1`` and every condition holds, else NaN."""
+    ok = kt.logical_and(value >= 0.0, value <= 1.0)
+    for c in conditions:
+        ok = kt.logical_and(ok, c)
+    quantile = kt.as_tensor(quantile)
+    if quantile.dtype != "float64":
+        quantile = kt.cast(quantile, "float64")
+    return kt.switch(ok, quantile, np.nan)
 
 
 def density_of(rv: Variable) -> tuple[Any, list[Variable]]:
