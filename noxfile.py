@@ -113,7 +113,8 @@ def _has_test_files() -> bool:
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the tests of every package and the integration tests."""
-    install_packages(session, "pytest", "hypothesis", "scipy", "mpmath", *ENGINES)
+    # graphviz: kl.model_to_graphviz's optional dependency (kiln[graphviz]), tested here.
+    install_packages(session, "pytest", "hypothesis", "scipy", "mpmath", "graphviz", *ENGINES)
     posargs = list(session.posargs)
     args = posargs if _names_a_path(posargs) else [*_test_paths(), *posargs]
     # pytest exits 5 when it collected no test; that is only acceptable while the

@@ -22,6 +22,7 @@ from kiln import distributions as distributions
 from kiln import math as math
 from kiln import random as random
 from kiln import tensor as tensor
+from kiln._draw import draw as draw
 from kiln._engine_steps import NUTS as NUTS
 from kiln._engine_steps import BinaryMetropolis as BinaryMetropolis
 from kiln._engine_steps import CategoricalGibbsMetropolis as CategoricalGibbsMetropolis
@@ -30,6 +31,10 @@ from kiln._engine_steps import DEMetropolis as DEMetropolis
 from kiln._engine_steps import DEMetropolisZ as DEMetropolisZ
 from kiln._engine_steps import Metropolis as Metropolis
 from kiln._engine_steps import Slice as Slice
+from kiln._graphviz import model_to_graphviz as model_to_graphviz
+from kiln._loglik import compute_deterministics as compute_deterministics
+from kiln._loglik import compute_log_likelihood as compute_log_likelihood
+from kiln._map import find_MAP as find_MAP
 from kiln._predictive import sample_posterior_predictive as sample_posterior_predictive
 from kiln._predictive import sample_prior_predictive as sample_prior_predictive
 from kiln._sampling import sample as sample

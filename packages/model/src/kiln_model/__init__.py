@@ -63,6 +63,7 @@ from kiln_model._discrete_derived import (
 )
 from kiln_model._discrete_derived import ZeroInflatedPoisson as ZeroInflatedPoisson
 from kiln_model._distribution import Distribution as Distribution
+from kiln_model._distribution import icdf as icdf
 from kiln_model._distribution import logcdf as logcdf
 from kiln_model._distribution import logp as logp
 from kiln_model._errors import ModelError as ModelError

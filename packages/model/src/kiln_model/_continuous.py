@@ -10,7 +10,7 @@ import kiln_random as kr
 from kiln_graph import Constant, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
-from kiln_model._distribution import Distribution, broadcast_like
+from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
 from kiln_model._math import (
     LOG_2,
     LOG_2PI,
@@ -57,6 +57,11 @@ class Normal(Distribution):
     def logcdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
         return bound(normal_lcdf((value - mu) / sigma), *kr.OPS["normal"].conditions(sigma=sigma))
 
+    @staticmethod
+    def icdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        z = np.sqrt(2.0) * kt.erfinv(2.0 * value - 1.0)
+        return icdf_bound(mu + sigma * z, value, *kr.OPS["normal"].conditions(sigma=sigma))
+
 
 class HalfNormal(Distribution):
     """HalfNormal(sigma, tau): ``|Normal(0, sigma)|`` (or precision ``tau``)."""
@@ -78,6 +83,11 @@ class HalfNormal(Distribution):
         z = value / (sigma * np.sqrt(2.0))
         lcdf = kt.switch(z < 1.0, kt.log(kt.erf(z)), kt.log1p(-kt.erfc(z)))
         return bound(lcdf, value >= 0, *kr.OPS["halfnormal"].conditions(sigma=sigma))
+
+    @staticmethod
+    def icdf(value: Any, sigma: Any) -> TensorVariable:
+        x = sigma * np.sqrt(2.0) * kt.erfinv(value)
+        return icdf_bound(x, value, *kr.OPS["halfnormal"].conditions(sigma=sigma))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, sigma: Any) -> TensorVariable:
@@ -103,6 +113,11 @@ class LogNormal(Distribution):
     def logcdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
         valid = kr.OPS["lognormal"].conditions(sigma=sigma)
         return bound(normal_lcdf((kt.log(value) - mu) / sigma), value > 0, *valid)
+
+    @staticmethod
+    def icdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        x = kt.exp(mu + sigma * np.sqrt(2.0) * kt.erfinv(2.0 * value - 1.0))
+        return icdf_bound(x, value, *kr.OPS["lognormal"].conditions(sigma=sigma))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, mu: Any, sigma: Any) -> TensorVariable:
@@ -141,6 +156,10 @@ class Uniform(Distribution):
     def logcdf(value: Any, lower: Any, upper: Any) -> TensorVariable:
         inside = kt.log(value - lower) - kt.log(upper - lower)
         return kt.switch(value < lower, -np.inf, kt.switch(value > upper, 0.0, inside))
+
+    @staticmethod
+    def icdf(value: Any, lower: Any, upper: Any) -> TensorVariable:
+        return icdf_bound(lower + value * (upper - lower), value, lower <= upper)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, lower: Any, upper: Any) -> TensorVariable:
@@ -242,6 +261,11 @@ class Exponential(Distribution):
     def logcdf(value: Any, scale: Any) -> TensorVariable:
         valid = kr.OPS["exponential"].conditions(scale=scale)
         return bound(kt.log1mexp(-value / scale), value >= 0, *valid)
+
+    @staticmethod
+    def icdf(value: Any, scale: Any) -> TensorVariable:
+        valid = kr.OPS["exponential"].conditions(scale=scale)
+        return icdf_bound(-scale * kt.log1p(-value), value, *valid)
 
 
 class Gamma(Distribution):
@@ -396,6 +420,11 @@ class Cauchy(Distribution):
     def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
         return bound(_cauchy_lcdf((value - alpha) / beta), *kr.OPS["cauchy"].conditions(beta=beta))
 
+    @staticmethod
+    def icdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        x = alpha + beta * kt.tan(np.pi * (value - 0.5))
+        return icdf_bound(x, value, *kr.OPS["cauchy"].conditions(beta=beta))
+
 
 class HalfCauchy(Distribution):
     """HalfCauchy(beta): ``|Cauchy(0, beta)|``."""
@@ -421,6 +450,11 @@ class HalfCauchy(Distribution):
         )
         return bound(lcdf, value >= 0, *kr.OPS["halfcauchy"].conditions(beta=beta))
 
+    @staticmethod
+    def icdf(value: Any, beta: Any) -> TensorVariable:
+        x = beta * kt.tan(0.5 * np.pi * value)
+        return icdf_bound(x, value, *kr.OPS["halfcauchy"].conditions(beta=beta))
+
     @classmethod
     def support_point(cls, rv: TensorVariable, beta: Any) -> TensorVariable:
         return broadcast_like(beta, rv)
@@ -444,6 +478,13 @@ class Laplace(Distribution):
         above = kt.log1p(-0.5 * kt.exp(-z))
         return bound(kt.switch(value < mu, below, above), *kr.OPS["laplace"].conditions(b=b))
 
+    @staticmethod
+    def icdf(value: Any, mu: Any, b: Any) -> TensorVariable:
+        # Each tail from its own side: log(2q) below the median, -log(2(1 - q)) above.
+        tail = kt.log1p(-2.0 * kt.abs(value - 0.5))
+        x = mu + b * kt.switch(value < 0.5, tail, -tail)
+        return icdf_bound(x, value, *kr.OPS["laplace"].conditions(b=b))
+
 
 class Logistic(Distribution):
     """Logistic(mu, s): location ``mu``, scale ``s``."""
@@ -460,6 +501,11 @@ class Logistic(Distribution):
     @staticmethod
     def logcdf(value: Any, mu: Any, s: Any) -> TensorVariable:
         return bound(-kt.softplus(-(value - mu) / s), *kr.OPS["logistic"].conditions(s=s))
+
+    @staticmethod
+    def icdf(value: Any, mu: Any, s: Any) -> TensorVariable:
+        x = mu + s * (kt.log(value) - kt.log1p(-value))
+        return icdf_bound(x, value, *kr.OPS["logistic"].conditions(s=s))
 
 
 class Weibull(Distribution):
@@ -479,6 +525,11 @@ class Weibull(Distribution):
     def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
         valid = kr.OPS["weibull"].conditions(alpha=alpha, beta=beta)
         return bound(kt.log1mexp(-((value / beta) ** alpha)), value >= 0, *valid)
+
+    @staticmethod
+    def icdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        x = beta * (-kt.log1p(-value)) ** (1.0 / alpha)
+        return icdf_bound(x, value, *kr.OPS["weibull"].conditions(alpha=alpha, beta=beta))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:

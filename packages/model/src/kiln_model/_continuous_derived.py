@@ -10,8 +10,8 @@ import kiln_random as kr
 from kiln_graph import KilnValueError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
-from kiln_model._continuous import _interval_transform
-from kiln_model._distribution import broadcast_like, density_of
+from kiln_model._continuous import Gamma, _interval_transform
+from kiln_model._distribution import broadcast_like, density_of, icdf_bound
 from kiln_model._math import LOG_2, LOG_2PI, bound, log_diff_exp, normal_lcdf
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
 
@@ -46,6 +46,10 @@ class Gumbel(SymbolicDistribution):
     @staticmethod
     def logcdf(value: Any, mu: Any, beta: Any) -> TensorVariable:
         return bound(-kt.exp(-(value - mu) / beta), beta > 0)
+
+    @staticmethod
+    def icdf(value: Any, mu: Any, beta: Any) -> TensorVariable:
+        return icdf_bound(mu - beta * kt.log(-kt.log(value)), value, beta > 0)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, mu: Any, beta: Any) -> TensorVariable:
@@ -123,6 +127,10 @@ class Pareto(SymbolicDistribution):
         inside = kt.log1mexp(alpha * (kt.log(m) - kt.log(kt.maximum(value, m))))
         return bound(kt.switch(value < m, -np.inf, inside), alpha > 0, m > 0)
 
+    @staticmethod
+    def icdf(value: Any, alpha: Any, m: Any) -> TensorVariable:
+        return icdf_bound(m * kt.exp(-kt.log1p(-value) / alpha), value, alpha > 0, m > 0)
+
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, m: Any) -> TensorVariable:
         return broadcast_like(m * 2.0 ** (1.0 / alpha), rv)
@@ -157,6 +165,11 @@ class Kumaraswamy(SymbolicDistribution):
         return bound(
             kt.switch(value <= 0, -np.inf, kt.switch(value >= 1, 0.0, inside)), a > 0, b > 0
         )
+
+    @staticmethod
+    def icdf(value: Any, a: Any, b: Any) -> TensorVariable:
+        x = (-kt.expm1(kt.log1p(-value) / b)) ** (1.0 / a)
+        return icdf_bound(x, value, a > 0, b > 0)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, a: Any, b: Any) -> TensorVariable:

@@ -10,7 +10,7 @@ import kiln_random as kr
 from kiln_graph import Elemwise, KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_graph.scalar import Sigmoid
-from kiln_model._distribution import Distribution, broadcast_like
+from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
 from kiln_model._math import bound, log1m, xlog1m, xlogy
 
 
@@ -60,6 +60,11 @@ class Bernoulli(Distribution):
     def logcdf(value: Any, p: Any) -> TensorVariable:
         lcdf = kt.switch(value < 0, -np.inf, kt.switch(value < 1, log1m(p), 0.0))
         return bound(lcdf, *kr.OPS["bernoulli"].conditions(p=p))
+
+    @staticmethod
+    def icdf(value: Any, p: Any) -> TensorVariable:
+        k = kt.switch(value <= 1.0 - p, 0.0, 1.0)
+        return icdf_bound(k, value, *kr.OPS["bernoulli"].conditions(p=p))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:
@@ -172,6 +177,16 @@ class Geometric(Distribution):
         return bound(
             kt.log1mexp(value * log1m(p)), value >= 1, *kr.OPS["geometric"].conditions(p=p)
         )
+
+    @staticmethod
+    def icdf(value: Any, p: Any) -> TensorVariable:
+        # The smallest k >= 1 with 1 - (1 - p)^k >= q; the ratio of logs may round up
+        # past an integer, so step back where the CDF of k - 1 already reaches q.
+        log_miss = log1m(p)
+        k = kt.maximum(kt.ceil(kt.log1p(-value) / log_miss), 1.0)
+        reached = -kt.expm1((k - 1.0) * log_miss) >= value
+        k = kt.switch(kt.logical_and(k > 1.0, reached), k - 1.0, k)
+        return icdf_bound(k, value, *kr.OPS["geometric"].conditions(p=p))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, p: Any) -> TensorVariable:

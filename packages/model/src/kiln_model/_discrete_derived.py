@@ -22,7 +22,7 @@ from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._continuous import Gamma, LogNormal
 from kiln_model._discrete import Binomial, NegativeBinomial, Poisson
-from kiln_model._distribution import broadcast_like
+from kiln_model._distribution import broadcast_like, icdf_bound
 from kiln_model._math import bound, log1m, log_diff_exp, normal_lcdf
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
 
@@ -77,6 +77,12 @@ class DiscreteUniform(SymbolicDistribution):
         k = kt.minimum(kt.floor(_f(value)), upper)
         lcdf = kt.log(k - lower + 1.0) - kt.log(_f(upper) - lower + 1.0)
         return bound(kt.switch(value < lower, -np.inf, lcdf), lower <= upper)
+
+    @staticmethod
+    def icdf(value: Any, lower: Any, upper: Any) -> TensorVariable:
+        lo = _f(lower)
+        k = kt.maximum(lo - 1.0 + kt.ceil(value * (_f(upper) - lo + 1.0)), lo)
+        return icdf_bound(k, value, lower <= upper)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, lower: Any, upper: Any) -> TensorVariable:
