@@ -53,7 +53,9 @@ def port(fn: Callable[[], Port]) -> Callable[[], Port]:
     return fn
 
 
-def grid_moments(log_post: Callable[..., np.ndarray], *axes: np.ndarray) -> list[tuple[float, float]]:
+def grid_moments(
+    log_post: Callable[..., np.ndarray], *axes: np.ndarray
+) -> list[tuple[float, float]]:
     """Return the posterior ``(mean, sd)`` along each axis of a grid of the parameters.
 
     ``log_post(*mesh)`` is the unnormalised log posterior at every grid point (arrays of
@@ -128,7 +130,7 @@ def truncated_normal() -> Port:
 
 @port
 def zero_inflated_counts() -> Port:
-    """Counts with excess zeros (PyMC's zero-inflated Poisson)."""
+    """Port counts with excess zeros (PyMC's zero-inflated Poisson)."""
     rng = np.random.default_rng(3)
     y = np.where(rng.random(200) < 0.3, 0, rng.poisson(2.5, 200))
     with kl.Model() as model:
@@ -152,7 +154,7 @@ def zero_inflated_counts() -> Port:
 
 @port
 def logistic_with_pm_math() -> Port:
-    """A logistic regression written with ``pm.math.invlogit`` and ``pm.math.dot``."""
+    """Port a logistic regression written with ``pm.math.invlogit`` and ``pm.math.dot``."""
     rng = np.random.default_rng(4)
     x = rng.normal(size=(150, 1))
     y = rng.random(150) < special.expit(-0.5 + 1.2 * x[:, 0])
@@ -202,7 +204,7 @@ def gumbel_extremes() -> Port:
 
 @port
 def rat_tumours_beta_binomial() -> Port:
-    """The rat tumour hierarchy of BDA3 chapter 5 with a BetaBinomial likelihood.
+    """Port the rat tumour hierarchy of BDA3 chapter 5 with a BetaBinomial likelihood.
 
     The prior ``p(a, b) ~ (a + b)^(-5/2)`` is written as PyMC users write it: HalfFlat
     variables and a Potential. Checked on BDA's coordinates ``log(a / b)`` and
