@@ -243,6 +243,57 @@ def rat_tumours_beta_binomial() -> Port:
     )
 
 
+@port
+def normal_precision_conjugate() -> Port:
+    """Port a normal likelihood written with PyMC's precision ``tau`` (conjugate Gamma)."""
+    rng = np.random.default_rng(6)
+    y = rng.normal(0.0, 0.7, 60)
+    with kl.Model() as model:
+        tau = kl.Gamma("tau", alpha=2.0, beta=1.0)
+        kl.Normal("y", mu=0.0, tau=tau, observed=y)
+    # Gamma(2, 1) prior, Normal(0, 1 / sqrt(tau)) likelihood: Gamma(2 + n / 2, 1 + sum y^2 / 2).
+    post = stats.gamma(2.0 + len(y) / 2, scale=1.0 / (1.0 + 0.5 * np.sum(y**2)))
+    return Port(model, {"tau": (float(post.mean()), float(post.std()))})
+
+
+@port
+def student_t_with_lam() -> Port:
+    """Port a robust location model written with StudentT's precision ``lam``."""
+    rng = np.random.default_rng(7)
+    y = 2.0 + 0.5 * rng.standard_t(4.0, 80)
+    with kl.Model() as model:
+        mu = kl.Normal("mu", 0.0, 10.0)
+        kl.StudentT("y", nu=4.0, mu=mu, lam=4.0, observed=y)
+
+    def log_post(m: np.ndarray) -> np.ndarray:
+        lik = _loglik(lambda x, m: stats.t.logpdf(x, 4.0, m, 0.5), y, m)
+        return stats.norm.logpdf(m, 0.0, 10.0) + lik
+
+    ((mean, sd),) = grid_moments(log_post, np.linspace(1.5, 2.6, 1101))
+    return Port(model, {"mu": (mean, sd)})
+
+
+@port
+def imputed_normal() -> Port:
+    """Port a model whose observed data has NaNs: PyMC imputes them as free variables."""
+    rng = np.random.default_rng(8)
+    y = rng.normal(1.0, 1.0, 40)
+    y[[3, 17, 30]] = np.nan
+    with kl.Model() as model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the ImputationWarning
+        mu = kl.Normal("mu", 0.0, 10.0)
+        kl.Normal("y", mu, 1.0, observed=y)
+    # Conjugate: mu | y_obs ~ Normal(m, v); a missing value ~ Normal(m, 1 + v).
+    seen = y[~np.isnan(y)]
+    v = 1.0 / (1.0 / 100.0 + len(seen))
+    m = v * seen.sum()
+    return Port(
+        model,
+        {"mu": (m, np.sqrt(v)), "y_unobserved[0]": (m, np.sqrt(1.0 + v))},
+        quantity={"y_unobserved[0]": lambda post: post["y_unobserved"].values[..., 0]},
+    )
+
+
 # --- the test -------------------------------------------------------------------------
 
 
