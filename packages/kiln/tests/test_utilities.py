@@ -137,9 +137,15 @@ def test_find_map_start_vars_progress_and_errors(capsys):
 def test_find_map_discrete_needs_a_gradient_free_method():
     with kl.Model() as m:
         p = kl.Beta("p", 2.0, 2.0)
-        kl.Bernoulli("z", p)
+        z = kl.Bernoulli("z", p)
     with pytest.raises(KilnValueError, match=r"\['z'\].*Powell"):
         kl.find_MAP(model=m, progressbar=False)
+    with m:
+        kl.Normal("y", z * 2.0, 1.0, observed=[1.9, 2.2])
+    point = kl.find_MAP(model=m, method="Powell", progressbar=False, compile_kwargs=COMPILE)
+    # z = 1 explains y; then p's mode under Beta(2, 2) and one success is (2 + 1 - 1) / 3
+    assert point["z"] == 1 and point["z"].dtype.kind == "i"
+    assert abs(point["p"] - 2.0 / 3.0) < 1e-5
 
 
 # --- compute_log_likelihood -------------------------------------------------------------------
@@ -176,6 +182,25 @@ def test_compute_log_likelihood_against_scipy():
         kl.compute_log_likelihood(idata, var_names=["mu"], model=m)
     with pytest.raises(KilnTypeError, match="DataTree"):
         kl.compute_log_likelihood(post, model=m)
+
+
+def test_compute_log_likelihood_multivariate_and_prefixed_names():
+    cov = np.array([[1.0, 0.3], [0.3, 2.0]])
+    y = np.array([[0.1, 0.5], [1.0, -1.0], [0.3, 0.2]])
+    with kl.Model(coords={"obs": range(3), "k": ["a", "b"]}, name="outer") as m:
+        mu = kl.Normal("mu", 0.0, 1.0, dims="k")
+        kl.MvNormal("y", mu, cov=cov, observed=y, dims=("obs", "k"))
+    post = {"outer::mu": np.random.default_rng(3).normal(size=(2, 3, 2))}
+    idata = arviz_base.from_dict({"posterior": post})
+    ll = kl.compute_log_likelihood(
+        idata, model=m, extend_inferencedata=False, compile_kwargs=COMPILE
+    )
+    assert ll["outer::y"].dims == ("chain", "draw", "obs")  # the core dim is summed
+    want = [
+        [stats.multivariate_normal(post["outer::mu"][c, d], cov).logpdf(y) for d in range(3)]
+        for c in range(2)
+    ]
+    np.testing.assert_allclose(ll["outer::y"].values, want, rtol=1e-10)
 
 
 def test_log_likelihood_is_batched_over_draws():
