@@ -53,7 +53,6 @@ globals().update(DISTRIBUTIONS)
 #: PyMC distributions kiln does not provide (yet): the names the hint recognises.
 PYMC_ONLY: frozenset[str] = frozenset(
     {
-        "AR",
         "AsymmetricLaplace",
         "BetaBinomial",
         "BinaryGaussianGP",
@@ -65,10 +64,7 @@ PYMC_ONLY: frozenset[str] = frozenset(
         "DirichletMultinomial",
         "DiscreteUniform",
         "DiscreteWeibull",
-        "EulerMaruyama",
         "ExGaussian",
-        "GARCH11",
-        "GaussianRandomWalk",
         "Gumbel",
         "HurdleGamma",
         "HurdleLogNormal",
@@ -84,7 +80,6 @@ PYMC_ONLY: frozenset[str] = frozenset(
         "LogitNormal",
         "MatrixNormal",
         "Moyal",
-        "MvGaussianRandomWalk",
         "MvStudentT",
         "MvStudentTRandomWalk",
         "OrderedLogistic",

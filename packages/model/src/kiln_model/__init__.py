@@ -81,5 +81,11 @@ from kiln_model._model import set_data as set_data
 from kiln_model._multivariate import Dirichlet as Dirichlet
 from kiln_model._multivariate import Multinomial as Multinomial
 from kiln_model._multivariate import MvNormal as MvNormal
+from kiln_model._timeseries import AR as AR
+from kiln_model._timeseries import GARCH11 as GARCH11
+from kiln_model._timeseries import EulerMaruyama as EulerMaruyama
+from kiln_model._timeseries import GaussianRandomWalk as GaussianRandomWalk
+from kiln_model._timeseries import MvGaussianRandomWalk as MvGaussianRandomWalk
+from kiln_model._timeseries import RandomWalk as RandomWalk
 from kiln_model._truncated import Truncated as Truncated
 from kiln_model._validate import check_initial_point as check_initial_point
