@@ -360,3 +360,19 @@ def test_debug_random_and_a_good_model(capsys):
     assert list(nan_det.debug(fn="random")) == ["bad"]
     with pytest.raises(KilnValueError, match=r"^debug: fn: expected one of"):
         good.debug(fn="grad")
+
+
+def test_imputation_takes_initval_and_transform_for_the_free_part():
+    data = np.array([1.0, np.nan, 2.0, np.nan])
+
+    def build(**options) -> kl.Model:
+        with kl.Model() as m:
+            kl.HalfNormal("s", 1.0, observed=data, **options)
+        return m
+
+    m = _quiet(lambda: build(initval=np.array([9.0, 3.0, 9.0, 5.0])))
+    np.testing.assert_allclose(m.initial_point()["s_unobserved_log__"], np.log([3.0, 5.0]))
+    m = _quiet(lambda: build(transform=None))
+    assert m.variables["s_unobserved"].value.name == "s_unobserved"
+    with pytest.raises(kl.ModelError, match=r"^s: .*initval \(shape \(3,\)\) must broadcast"):
+        _quiet(lambda: build(initval=np.ones(3)))

@@ -173,15 +173,17 @@ def _check_shape(
 
 
 def _indexed(full: str, which: Any, param: Any, shape: tuple[int, ...], index: np.ndarray) -> Any:
-    """Return ``param`` broadcast to the data's ``shape``, flattened, at ``index``."""
+    """Return ``param`` broadcast to the data's ``shape``, flattened, at ``index``.
+
+    The parameters were checked to broadcast by drawing the whole variable once; an
+    ``initval`` was not.
+    """
     if param is None or isinstance(param, str | bool):
         return param
     if isinstance(param, Variable):
         tensor = kt.as_tensor(param)
         if tensor.ndim == 0:
             return param
-        if tensor.ndim > len(shape):
-            raise _unsplittable(full, which, tuple(tensor.type.shape), shape)
         flat = kt.reshape(kt.broadcast_to(tensor, shape), (-1,))
         return flat[kt.constant(index)]
     try:
@@ -203,7 +205,8 @@ def _indexed(full: str, which: Any, param: Any, shape: tuple[int, ...], index: n
 
 
 def _unsplittable(full: str, which: Any, got: tuple[Any, ...], shape: tuple[int, ...]) -> Exception:
+    what = "initval" if which == "initval" else f"parameter {which!r}"
     return ModelError(
-        f"{full}: to impute the missing observed values, parameter {which!r} (shape {got}) "
-        f"must broadcast against the observed data (shape {shape}); it does not"
+        f"{full}: to impute the missing observed values, {what} (shape {got}) must "
+        f"broadcast against the observed data (shape {shape}); it does not"
     )
