@@ -105,12 +105,16 @@ CASES = [
         (0.0, 1.0, -0.5, 0.5),
         stats.truncnorm(-0.5, 0.5),
     ),
+    Case("vonmises", kr.vonmises, (0.0, 2.0), stats.vonmises(2.0)),
+    Case("vonmises_wide", kr.vonmises, (0.0, 0.05), stats.vonmises(0.05)),
+    Case("vonmises_narrow", kr.vonmises, (0.0, 400.0), stats.vonmises(400.0)),
     Case("bernoulli", kr.bernoulli, (0.3,), stats.bernoulli(0.3)),
     Case("binomial", kr.binomial, (10, 0.3), stats.binom(10, 0.3)),
     Case("poisson", kr.poisson, (4.5,), stats.poisson(4.5)),
     Case("negative_binomial", kr.negative_binomial, (3.0, 0.4), stats.nbinom(3.0, 0.4)),
     Case("geometric", kr.geometric, (0.3,), stats.geom(0.3)),
     Case("categorical", kr.categorical, (P3,), _categorical_ref(P3)),
+    Case("hypergeometric", kr.hypergeometric, (20, 7, 12), stats.hypergeom(20, 7, 12)),
     *[
         Case(f"dirichlet_{i}", kr.dirichlet, (ALPHA,), stats.beta(a, sum(ALPHA) - a), marginal=i)
         for i, a in enumerate(ALPHA)

@@ -111,6 +111,51 @@ def _multivariate_normal(key: Any, batch: tuple[int, ...], mu: Any, cov: Any) ->
     return mu + jnp.einsum("...ij,...j->...i", chol, z)
 
 
+def _vonmises(key: Any, batch: tuple[int, ...], mu: Any, kappa: Any) -> Any:
+    """Best and Fisher's rejection sampler, every element redrawn until it accepts."""
+    s = 0.5 / kappa
+    r = s + jnp.sqrt(1.0 + s * s)
+
+    def propose(k: Any) -> tuple[Any, Any]:
+        k1, k2 = jr.split(k)
+        z = jnp.cos(np.pi * jr.uniform(k1, batch, F64))
+        w = (1.0 + r * z) / (r + z)
+        c = kappa * (r - w)
+        u = jr.uniform(k2, batch, F64, minval=np.finfo(F64).tiny, maxval=1.0)
+        return w, (c * (2.0 - c) > u) | (jnp.log(c / u) + 1.0 >= c)
+
+    def body(state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        k, w, done = state
+        k, sub = jr.split(k)
+        w_new, ok = propose(sub)
+        return k, jnp.where(done, w, w_new), done | ok
+
+    k_loop, k_sign, k_normal = jr.split(key, 3)
+    init = (k_loop, jnp.zeros(batch, F64), jnp.zeros(batch, bool))
+    _, w, _ = jax.lax.while_loop(lambda st: ~jnp.all(st[2]), body, init)
+    theta = jnp.arccos(jnp.clip(w, -1.0, 1.0))
+    theta = jnp.where(jr.bernoulli(k_sign, 0.5, batch), -theta, theta)
+    normal = jr.normal(k_normal, batch, F64) / jnp.sqrt(kappa)
+    x = mu + jnp.where(kappa > 1e6, normal, theta)
+    return x - 2.0 * np.pi * jnp.floor((x + np.pi) / (2.0 * np.pi))
+
+
+def _hypergeometric(key: Any, batch: tuple[int, ...], n_items: Any, k: Any, n: Any) -> Any:
+    """One urn draw at a time for every element, up to the largest ``n``."""
+
+    def body(i: Any, state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        drawn, good, total = state
+        u = jr.uniform(jr.fold_in(key, i), batch, F64)
+        hit = (i < n) & (u * total < good)
+        active = i < n
+        return drawn + hit, good - hit, total - active
+
+    zero = jnp.zeros(batch, n.dtype)
+    init = (zero, k + zero, n_items + zero)
+    drawn, _, _ = jax.lax.fori_loop(0, jnp.max(n, initial=0), body, init)
+    return drawn
+
+
 #: The JAX sampler of each random variable class (registered with ``jax_funcify`` below).
 _SAMPLERS: dict[type[RandomVariable], Sampler] = {
     kr.NormalRV: _normal,
@@ -129,12 +174,14 @@ _SAMPLERS: dict[type[RandomVariable], Sampler] = {
     kr.LogisticRV: lambda k, s, mu, scale: mu + scale * jr.logistic(k, s, F64),
     kr.WeibullRV: lambda k, s, alpha, beta: beta * jr.exponential(k, s, F64) ** (1.0 / alpha),
     kr.TruncatedNormalRV: _truncated_normal,
+    kr.VonMisesRV: _vonmises,
     kr.BernoulliRV: lambda k, s, p: jr.bernoulli(k, p, s),
     kr.BinomialRV: lambda k, s, n, p: jr.binomial(k, n, p, s, F64),
     kr.PoissonRV: lambda k, s, mu: jr.poisson(k, mu, s),
     kr.NegativeBinomialRV: _negative_binomial,
     kr.GeometricRV: _geometric,
     kr.CategoricalRV: lambda k, s, p: jr.categorical(k, jnp.log(p), axis=-1, shape=s),
+    kr.HyperGeometricRV: _hypergeometric,
     kr.DirichletRV: _dirichlet,
     kr.MultinomialRV: lambda k, s, n, p: jr.multinomial(
         k, n, p / p.sum(-1, keepdims=True), shape=s

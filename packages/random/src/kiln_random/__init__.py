@@ -27,6 +27,7 @@ from kiln_random._api import geometric as geometric
 from kiln_random._api import halfcauchy as halfcauchy
 from kiln_random._api import halfnormal as halfnormal
 from kiln_random._api import halfstudentt as halfstudentt
+from kiln_random._api import hypergeometric as hypergeometric
 from kiln_random._api import invgamma as invgamma
 from kiln_random._api import laplace as laplace
 from kiln_random._api import logistic as logistic
@@ -40,6 +41,7 @@ from kiln_random._api import rng as rng
 from kiln_random._api import studentt as studentt
 from kiln_random._api import truncated_normal as truncated_normal
 from kiln_random._api import uniform as uniform
+from kiln_random._api import vonmises as vonmises
 from kiln_random._api import weibull as weibull
 from kiln_random._continuous import BetaRV as BetaRV
 from kiln_random._continuous import CauchyRV as CauchyRV
@@ -56,11 +58,13 @@ from kiln_random._continuous import NormalRV as NormalRV
 from kiln_random._continuous import StudentTRV as StudentTRV
 from kiln_random._continuous import TruncatedNormalRV as TruncatedNormalRV
 from kiln_random._continuous import UniformRV as UniformRV
+from kiln_random._continuous import VonMisesRV as VonMisesRV
 from kiln_random._continuous import WeibullRV as WeibullRV
 from kiln_random._discrete import BernoulliRV as BernoulliRV
 from kiln_random._discrete import BinomialRV as BinomialRV
 from kiln_random._discrete import CategoricalRV as CategoricalRV
 from kiln_random._discrete import GeometricRV as GeometricRV
+from kiln_random._discrete import HyperGeometricRV as HyperGeometricRV
 from kiln_random._discrete import NegativeBinomialRV as NegativeBinomialRV
 from kiln_random._discrete import PoissonRV as PoissonRV
 from kiln_random._multivariate import DirichletRV as DirichletRV

@@ -122,12 +122,14 @@ OPS: dict[str, RandomVariable] = {
         c.LogisticRV(),
         c.WeibullRV(),
         c.TruncatedNormalRV(),
+        c.VonMisesRV(),
         d.BernoulliRV(),
         d.BinomialRV(),
         d.PoissonRV(),
         d.NegativeBinomialRV(),
         d.GeometricRV(),
         d.CategoricalRV(),
+        d.HyperGeometricRV(),
         m.DirichletRV(),
         m.MultinomialRV(),
         m.MultivariateNormalRV(),
@@ -157,6 +159,10 @@ truncated_normal = _function(
     OPS["truncated_normal"],
     {"mu": 0.0, "sigma": 1.0, "lower": -np.inf, "upper": np.inf},
     "a truncated normal distribution",
+)
+vonmises = _function(OPS["vonmises"], {}, "a von Mises distribution on [-pi, pi]")
+hypergeometric = _function(
+    OPS["hypergeometric"], {}, "a hypergeometric distribution (N items, k successes, n draws)"
 )
 bernoulli = _function(OPS["bernoulli"], {}, "a Bernoulli distribution")
 binomial = _function(OPS["binomial"], {}, "a binomial distribution")

@@ -113,3 +113,32 @@ class CategoricalRV(RandomVariable):
             if u < acc:
                 return i
         return k - 1
+
+
+class HyperGeometricRV(RandomVariable):
+    """HyperGeometric(N, k, n): successes in ``n`` draws without replacement.
+
+    ``N`` items of which ``k`` are successes; drawn one at a time from the urn
+    (``n`` uniforms per draw).
+    """
+
+    name, signature, dtype = "hypergeometric", "(),(),()->()", "int64"
+    params = ("N", "k", "n")
+    param_dtypes = ("int64", "int64", "int64")
+    constraints = (
+        ("N >= 0", "N must be >= 0"),
+        ("(k >= 0) & (k <= N)", "k must be in [0, N]"),
+        ("(n >= 0) & (n <= N)", "n must be in [0, N]"),
+    )
+
+    @staticmethod
+    def core_fn(rng: Generator, N: int, k: int, n: int) -> int:  # noqa: N803 (PyMC's name)
+        good = k
+        total = N
+        drawn = 0
+        for _ in range(n):
+            if rng.random() * total < good:
+                drawn += 1
+                good -= 1
+            total -= 1
+        return drawn
