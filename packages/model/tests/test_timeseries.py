@@ -148,6 +148,40 @@ def test_mv_gaussian_random_walk_logp(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_random_walk_of_vectors_logp_and_shape(backend: str) -> None:
+    cov = np.array([[1.0, -0.3], [-0.3, 0.6]])
+    mu = np.array([0.5, 0.0])
+    rv = km.RandomWalk.dist(
+        innovation_dist=km.MvNormal.dist(mu, cov), init_dist=km.Normal.dist(0.0, 3.0), steps=7
+    )
+    assert rv.type.shape == (8, 2)
+    value = _value((8, 2))
+    x = np.random.default_rng(8).normal(size=(8, 2))
+    want = stats.norm(0, 3).logpdf(x[0]).sum() + np.sum(
+        stats.multivariate_normal(mu, cov).logpdf(np.diff(x, axis=0))
+    )
+    got = _compile([value], km.logp(rv, value), backend)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    with km.Model() as model:
+        km.RandomWalk(
+            "w",
+            innovation_dist=km.MvNormal.dist(mu, cov),
+            init_dist=km.Normal.dist(0.0, 3.0),
+            observed=x,
+        )
+        km.RandomWalk(
+            "v",
+            innovation_dist=km.MvNormal.dist(mu, cov),
+            init_dist=km.Normal.dist(),
+            shape=(3, 5, 2),
+        )
+    np.testing.assert_allclose(model.point_logps(round_vals=10)["w"], want, rtol=1e-9)
+    np.testing.assert_allclose(
+        model.initial_point()["v"], np.broadcast_to(np.arange(5)[:, None] * mu, (3, 5, 2))
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     ("rho", "constant"), [([0.6], False), ([0.3, 0.5, -0.2], True), ([0.4, -0.3, 0.2], False)]
 )
@@ -338,6 +372,31 @@ def test_mv_gaussian_random_walk_draws_covariance(backend: str) -> None:
     np.testing.assert_allclose(np.cov(total.T), 8 * cov, rtol=0.08, atol=0.3)
 
 
+@pytest.mark.skipif("jax" not in available_linkers(), reason="kiln-jax is not installed")
+def test_draws_on_jax_have_the_same_moments() -> None:
+    n = 4000
+    walk = km.GaussianRandomWalk.dist(
+        0.5, 2.0, init_dist=km.Normal.dist(1.0, 1.0), steps=10, size=(n,), rng=kiln.random.rng(1)
+    )
+    ar = km.AR.dist(
+        [1.0, 0.5, -0.3],
+        sigma=0.1,
+        constant=True,
+        init_dist=km.Normal.dist(),
+        steps=30,
+        size=(n,),
+        rng=kiln.random.rng(2),
+    )
+    garch = km.GARCH11.dist(0.1, 0.2, 0.7, 1.0, steps=10, size=(n,), rng=kiln.random.rng(3))
+    x, y, r = _compile([], [walk, ar, garch], "jax")()
+    var = 1.0 + 4.0 * np.arange(11)
+    assert np.all(np.abs(x.var(0) - var) < 5 * var * np.sqrt(2 / n))
+    resid = y[:, 2:] - (1.0 + 0.5 * y[:, 1:-1] - 0.3 * y[:, :-2])
+    np.testing.assert_allclose(resid.std(), 0.1, rtol=0.02)
+    kurt = 3 * (1 - 0.81) / (1 - 0.81 - 2 * 0.04)
+    assert np.all(np.abs((r**2).mean(0) - 1.0) < 6 * np.sqrt((kurt - 1) / n))
+
+
 def test_euler_maruyama_forward_draws_raise_a_clear_error() -> None:
     rv = km.EulerMaruyama.dist(0.1, lambda x: (-x, 1.0), (), init_dist=km.Normal.dist(), steps=5)
     with pytest.raises(NotImplementedError, match="scan"):
@@ -427,9 +486,13 @@ def test_bad_input_is_named() -> None:
         km.AR.dist([0.5], sigma=1.0, tau=1.0, init_dist=init, steps=4)
     with pytest.raises(KilnTypeError, match="exactly one of cov, tau and chol"):
         km.MvGaussianRandomWalk.dist(np.zeros(2), cov=np.eye(2), chol=np.eye(2), steps=3)
-    with pytest.raises(KilnValueError, match="univariate"):
+    with pytest.raises(KilnTypeError, match="RandomWalk: innovation_dist"):
+        km.RandomWalk.dist(innovation_dist=np.zeros(2), init_dist=init, steps=3)
+    with pytest.raises(KilnValueError, match="RandomWalk: init_dist: expected a distribution"):
         km.RandomWalk.dist(
-            innovation_dist=km.MvNormal.dist(np.zeros(2), np.eye(2)), init_dist=init, steps=3
+            innovation_dist=km.Normal.dist(),
+            init_dist=km.MvNormal.dist(np.zeros(2), np.eye(2)),
+            steps=3,
         )
     with pytest.raises(KilnValueError, match="alpha_1 must be >= 0"):
         km.GARCH11.dist(0.1, -0.2, 0.5, 0.1, steps=3)

@@ -16,6 +16,7 @@ observed path, the variance recursion is affine with known coefficients.
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -42,6 +43,9 @@ from kiln_model._multivariate import MvNormal
 from kiln_model._symbolic import SymbolicDistribution, _as_param, batch_shape
 from kiln_model._validate import check_constants
 from kiln_random import RandomVariable
+
+#: Warnings point at the first caller outside kiln_model (the user's model code).
+_KILN_MODEL_DIR = os.path.dirname(__file__)
 
 _DEFAULT_INIT = (
     "{name}: init_dist not given; the initial values default to {default}. "
@@ -174,7 +178,11 @@ def fresh_draw(what: str, rv: Any, size: Any, max_core: int) -> tuple[TensorVari
 def _init_or_default(name: str, init_dist: Any, default: Callable[[], Any], shown: str) -> Any:
     if init_dist is not None:
         return init_dist
-    warnings.warn(_DEFAULT_INIT.format(name=name, default=shown), UserWarning, stacklevel=4)
+    warnings.warn(
+        _DEFAULT_INIT.format(name=name, default=shown),
+        UserWarning,
+        skip_file_prefixes=(_KILN_MODEL_DIR,),
+    )
     return default()
 
 
@@ -210,6 +218,11 @@ class _TimeSeries(SymbolicDistribution):
     ndim_supp = 1
 
     @classmethod
+    def display_name(cls) -> str:
+        """Return the name errors and warnings give (the public class's)."""
+        return cls.__name__.lstrip("_").replace("Vector", "")
+
+    @classmethod
     def n_init(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         """Return the number of initial points (the time length is ``steps`` more)."""
         return 1
@@ -230,7 +243,7 @@ class _TimeSeries(SymbolicDistribution):
         length = _time_length(m, full, dims, shape, observed, cls.ndim_supp)
         if length is not None:
             try:
-                steps = _check_steps(cls.__name__, steps, length, cls.n_init(args, kwargs))
+                steps = _check_steps(cls.display_name(), steps, length, cls.n_init(args, kwargs))
             except (KilnValueError, KilnTypeError) as exc:
                 raise type(exc)(f"{full}: {exc}") from exc
         return Distribution.__new__(  # type: ignore[no-any-return]
@@ -256,7 +269,7 @@ class _TimeSeries(SymbolicDistribution):
         **kwargs: Any,
     ) -> TensorVariable:
         """Return an unnamed series of ``steps`` steps, batch shape ``size`` (or ``shape``)."""
-        name = cls.__name__
+        name = cls.display_name()
         length = None
         if shape is not None:
             if size is not None:
@@ -317,33 +330,46 @@ def _time_length(m: Any, name: str, dims: Any, shape: Any, observed: Any, core: 
 # --- random walks ----------------------------------------------------------------------------
 
 
+def _at(x: Any, i: int | None, core: int) -> TensorVariable:
+    """Return ``x`` at index ``i`` (None: a new axis) of the axis ``core`` before the last."""
+    return kt.as_tensor(x)[(Ellipsis, i, *([slice(None)] * core))]
+
+
 @dataclasses.dataclass(eq=False)
 class WalkDensity:
-    """The log-density of a univariate random walk, parameters ``(*init, *innovation)``.
+    """The log-density of a random walk, parameters ``(*init, *innovation)``.
 
-    ``init`` / ``innov`` give the initial point's and the innovations' log-densities
-    (classes or density objects); ``n_init`` is how many parameters are the initial
-    point's. The innovations' parameters have a trailing time axis of length 1.
+    ``init`` / ``innov`` give the initial point's and the steps' log-densities (classes
+    or density objects); ``n_init`` is how many parameters are the initial point's.
+    ``core`` is 1 for a walk of vectors (time second last), ``init_core`` 0 when the
+    initial vector is independent scalars (their log-densities summed). The steps'
+    parameters have a time axis of length 1 before their core axes.
     """
 
     init: Any
     n_init: int
     innov: Any
+    core: int = 0
+    init_core: int = 0
 
     def logp(self, value: Any, *params: Any) -> TensorVariable:
         """Return ``init.logp(x_0) + sum_t innov.logp(x_t - x_{t-1})`` (summed over time)."""
         value = kt.as_tensor(value)
-        first = self.init.logp(value[..., 0], *params[: self.n_init])
-        diffs = value[..., 1:] - value[..., :-1]
+        first = self.init.logp(_at(value, 0, self.core), *params[: self.n_init])
+        if self.init_core < self.core:
+            first = kt.sum(first, axis=-1)
+        diffs = _along(value, slice(1, None), self.core) - _along(value, slice(None, -1), self.core)
         rest = kt.sum(self.innov.logp(diffs, *params[self.n_init :]), axis=-1)
         return kt.as_tensor(first + rest)
 
     def support_point(self, rv: TensorVariable, *params: Any) -> TensorVariable:
-        """Return the initial support point plus the cumulative innovation support points."""
-        start = kt.cast(self.init.support_point(rv[..., 0], *params[: self.n_init]), "float64")
-        moves = kt.cast(self.innov.support_point(rv[..., 1:], *params[self.n_init :]), "float64")
-        first = start[..., None]
-        return kt.concatenate([first, first + kt.cumsum(moves, axis=-1)], axis=-1)
+        """Return the initial support point plus the cumulative steps' support points."""
+        init_params, innov_params = params[: self.n_init], params[self.n_init :]
+        start = self.init.support_point(_at(rv, 0, self.core), *init_params)
+        moves = self.innov.support_point(_along(rv, slice(1, None), self.core), *innov_params)
+        first = _at(kt.cast(start, "float64"), None, self.core)
+        path = first + kt.cumsum(kt.cast(moves, "float64"), axis=-1 - self.core)
+        return kt.concatenate([first, path], axis=-1 - self.core)
 
     def default_transform(self, rv: TensorVariable) -> None:
         """Return None: a walk's values are real."""
@@ -359,39 +385,54 @@ def _walk(
     size: Any,
     rng: Any,
 ) -> tuple[TensorVariable, Any, list[Variable]]:
+    """Return a walk of ``innovation_dist`` steps (scalar or vector) from ``init_dist``."""
     steps = _check_steps(name, steps, length, 1)
+    innov_node = _draw_node(f"{name}: innovation_dist", innovation_dist, 1)
+    core = innov_node.op.core_ndim
     init_dist = _init_or_default(
         name, init_dist, lambda: Normal.dist(0.0, 100.0), "kl.Normal.dist(0, 100)"
     )
-    innov_node = _draw_node(f"{name}: innovation_dist", innovation_dist, 1)
-    if innov_node.op.core_ndim:
-        raise KilnValueError(
-            f"{name}: innovation_dist must be univariate, got {innov_node.op}; for vector "
-            "innovations use kl.MvGaussianRandomWalk"
-        )
-    batch = _batch(size, init_dist, innovation_dist)
-    init, _ = fresh_draw(f"{name}: init_dist", init_dist, batch, 0)
+    init_node = _draw_node(f"{name}: init_dist", init_dist, core)
+    innov_src = _init_batch(innovation_dist) if core else innovation_dist
+    batch = _batch(size, _init_batch(init_dist) if core else init_dist, innov_src)
+    n = kt.as_tensor(innovation_dist).type.shape[-1] if core else None
+    if core and n is None:
+        n = kt.shape_i(innovation_dist, -1)
+    init_size = (*batch, n) if core and not init_node.op.core_ndim else batch
+    init, init_core = fresh_draw(f"{name}: init_dist", init_dist, init_size, core)
     innov = kr.draw(
         innov_node.op,
-        tuple(kt.as_tensor(p)[..., None] for p in innov_node.inputs[2:]),
+        tuple(
+            _at(p, None, len(sig))
+            for p, sig in zip(innov_node.inputs[2:], innov_node.op.inputs_sig, strict=True)
+        ),
         (*batch, steps),
         rng,
     )
     init_cls, init_params = density_of(init)
     innov_cls, innov_params = density_of(innov)
-    first = kt.cast(init, "float64")[..., None]
-    rv = kt.concatenate([first, first + kt.cumsum(innov, axis=-1)], axis=-1)
-    density = WalkDensity(init_cls, len(init_params), innov_cls)
+    first = _at(kt.cast(init, "float64"), None, core)
+    path = first + kt.cumsum(kt.cast(innov, "float64"), axis=-1 - core)
+    rv = kt.concatenate([first, path], axis=-1 - core)
+    density = WalkDensity(init_cls, len(init_params), innov_cls, core, init_core)
     return rv, density, [*init_params, *innov_params]
+
+
+def _innovation_core(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    innov = args[0] if args else kwargs.get("innovation_dist")
+    node = getattr(innov, "owner", None)
+    return node.op.core_ndim if node is not None and isinstance(node.op, RandomVariable) else 0
 
 
 class RandomWalk(_TimeSeries):
     """RandomWalk(innovation_dist, init_dist, steps): ``x_t = x_{t-1} + innovation``.
 
     ``x[..., 0] ~ init_dist`` and ``x[..., t] - x[..., t - 1] ~ innovation_dist`` for
-    ``t = 1..steps``, both unnamed univariate draws (``.dist(...)``); their batch shapes
-    broadcast into the walk's. Without ``init_dist`` the initial point is
-    ``Normal(0, 100)`` with a warning, as in PyMC.
+    ``t = 1..steps``, both unnamed draws (``.dist(...)``) whose batch shapes broadcast
+    into the walk's. A vector ``innovation_dist`` (``kl.MvNormal.dist(...)``) makes a
+    walk of vectors, of shape ``(..., steps + 1, n)``; its ``init_dist`` is a vector
+    draw or scalar draws. Without ``init_dist`` the initial point is ``Normal(0, 100)``
+    with a warning, as in PyMC.
 
     Examples
     --------
@@ -399,19 +440,35 @@ class RandomWalk(_TimeSeries):
     >>> x = kl.RandomWalk.dist(
     ...     innovation_dist=kl.StudentT.dist(nu=4), init_dist=kl.Normal.dist(), steps=9
     ... )
-    >>> kl.draw(x).shape  # doctest: +SKIP
-    (10,)
     """
 
     params = ("innovation_dist",)
+
+    def __new__(cls, name: str, *args: Any, **kwargs: Any) -> TensorVariable:  # type: ignore[misc]
+        target = _VectorRandomWalk if _innovation_core(args, kwargs) else cls
+        return _TimeSeries.__new__(target, name, *args, **kwargs)
+
+    @classmethod
+    def dist(cls, *args: Any, **kwargs: Any) -> TensorVariable:  # type: ignore[override]
+        """Return an unnamed walk (of vectors when ``innovation_dist`` draws vectors)."""
+        target = _VectorRandomWalk if _innovation_core(args, kwargs) else cls
+        return super(RandomWalk, target).dist(*args, **kwargs)  # type: ignore[no-any-return]
 
     @classmethod
     def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
         init_dist = kwargs.pop("init_dist", None)
         params = cls._bind(args, kwargs)
         if params.get("innovation_dist") is None:
-            raise KilnTypeError(f"{cls.__name__}: missing parameter innovation_dist")
-        return _walk(cls.__name__, params["innovation_dist"], init_dist, steps, length, size, rng)
+            raise KilnTypeError(f"{cls.display_name()}: missing parameter innovation_dist")
+        return _walk(
+            cls.display_name(), params["innovation_dist"], init_dist, steps, length, size, rng
+        )
+
+
+class _VectorRandomWalk(RandomWalk):
+    """A RandomWalk of vectors (time second last); made by RandomWalk itself."""
+
+    ndim_supp = 2
 
 
 class GaussianRandomWalk(_TimeSeries):
@@ -438,9 +495,9 @@ class GaussianRandomWalk(_TimeSeries):
     def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
         from_kwargs = kwargs.pop("init_dist", None)
         params = cls._bind(args, kwargs)
-        check_constants(cls.__name__, params, cls.param_checks)
+        check_constants(cls.display_name(), params, cls.param_checks)
         innovation = Normal.dist(_float(params["mu"]), _float(params["sigma"]))
-        return _walk(cls.__name__, innovation, from_kwargs, steps, length, size, rng)
+        return _walk(cls.display_name(), innovation, from_kwargs, steps, length, size, rng)
 
 
 # --- multivariate Gaussian random walk -------------------------------------------------------
@@ -521,7 +578,7 @@ class MvGaussianRandomWalk(_TimeSeries):
 
     @classmethod
     def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
-        name = cls.__name__
+        name = cls.display_name()
         init_dist = kwargs.pop("init_dist", None)
         p = cls._bind(args, kwargs)
         if p.get("mu") is None:
@@ -652,7 +709,7 @@ class AR(_TimeSeries):
 
     @classmethod
     def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
-        name = cls.__name__
+        name = cls.display_name()
         init_dist = kwargs.pop("init_dist", None)
         constant = kwargs.pop("constant", False)
         ar_order = kwargs.pop("ar_order", None)
@@ -753,7 +810,7 @@ class GARCH11(_TimeSeries):
 
     @classmethod
     def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
-        name = cls.__name__
+        name = cls.display_name()
         p = cls._bind(args, kwargs)
         missing = [k for k in cls.params if p.get(k) is None]
         if missing:
@@ -882,7 +939,7 @@ class EulerMaruyama(_TimeSeries):
 
     @classmethod
     def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
-        name = cls.__name__
+        name = cls.display_name()
         init_dist = kwargs.pop("init_dist", None)
         p = cls._bind(args, kwargs)
         missing = [k for k in cls.params if p.get(k) is None]
