@@ -1,50 +1,269 @@
-"""Log-probabilities of the derived discrete distributions against SciPy (vm)."""
+"""Draws of the derived discrete distributions against their pmf, on every backend.
+
+The log-probabilities are checked against SciPy in test_logp.py (the one table); here
+20,000 draws of each class (fixed seeds) are binned and compared with the pmf by a
+chi-square test, on the Python VM and on Numba: every backend draws from the same
+distribution. All the draws of one backend are one compiled function. The continuous
+hurdles (a point mass at 0) are checked by their share of zeros and a KS test of the
+rest.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 import kiln
-from kiln_model import _discrete_derived as dd
-from kiln_model._distribution import logp
+import kiln_model as km
+import kiln_random as kr
+from kiln_compile import available_linkers
+from kiln_graph import KilnValueError, RandomGeneratorType, SharedVariable, graph_inputs
+from kiln_graph import tensor as kt
+
+BACKENDS = [b for b in ("vm", "numba") if b in available_linkers()]
+N = 20_000
+P_MIN = 1e-3  # the chance a correct sampler fails one test
 
 
-def _logp(rv, values):
-    return np.array([kiln.function([], logp(rv, v))() for v in values])
+def _logistic_cdf(z: np.ndarray) -> np.ndarray:
+    return special.expit(z)
 
 
-def test_discrete_uniform():
-    vals = [-1, 0, 2, 4, 5]
-    np.testing.assert_allclose(
-        _logp(dd.DiscreteUniform.dist(0, 4), vals), stats.randint(0, 5).logpmf(vals)
-    )
+def _ordered_pmf(cdf: Callable[[np.ndarray], np.ndarray], eta: float, cut: np.ndarray) -> Any:
+    f = np.concatenate([[0.0], cdf(cut - eta), [1.0]])
+    return lambda k: np.diff(f)[k]
 
 
-def test_beta_binomial():
-    vals = [-1, 0, 3, 10, 11]
-    ref = stats.betabinom(10, 2.0, 3.0).logpmf(vals)
-    np.testing.assert_allclose(_logp(dd.BetaBinomial.dist(2.0, 3.0, 10), vals), ref)
+def _discrete_weibull_pmf(q: float, beta: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda k: q ** (k**beta) - q ** ((k + 1.0) ** beta)
 
 
-def test_zero_inflated_poisson():
-    vals = [-1, 0, 1, 5]
-    pmf = 0.7 * stats.poisson(3.0).pmf(vals) + 0.3 * (np.array(vals) == 0)
-    with np.errstate(divide="ignore"):
-        ref = np.log(pmf)
-    np.testing.assert_allclose(_logp(dd.ZeroInflatedPoisson.dist(0.7, 3.0), vals), ref)
+def _zero_inflated(psi: float, base: Callable[[np.ndarray], np.ndarray]) -> Any:
+    return lambda k: (1.0 - psi) * (k == 0) + psi * base(k)
 
 
-def test_ordered_logistic():
-    cut = np.array([-1.0, 0.5, 2.0])
-    f = np.concatenate([[0.0], stats.logistic.cdf(cut - 0.3), [1.0]])
-    ref = np.log(np.diff(f))
-    got = _logp(dd.OrderedLogistic.dist(0.3, cut), [0, 1, 2, 3])
-    np.testing.assert_allclose(got, ref, rtol=1e-10)
+def _hurdle_poisson_pmf(psi: float, mu: float) -> Callable[[np.ndarray], np.ndarray]:
+    truncated = lambda k: np.where(k > 0, stats.poisson.pmf(k, mu) / -np.expm1(-mu), 0.0)  # noqa: E731
+    return lambda k: np.where(k == 0, 1.0 - psi, psi * truncated(k))
 
 
-@pytest.mark.parametrize("bad", [{"psi": 1.5, "mu": 1.0}])
-def test_bad_psi(bad):
-    with pytest.raises(Exception, match="psi"):
-        dd.ZeroInflatedPoisson.dist(**bad)
+@dataclasses.dataclass(frozen=True)
+class DrawCase:
+    """``N`` draws of ``rv()`` binned over ``support`` (integers) against ``pmf``."""
+
+    id: str
+    rv: Callable[[Any], Any]  # rng -> draw of size N
+    pmf: Callable[[np.ndarray], np.ndarray]
+    support: range
+
+
+DRAW_CASES = [
+    DrawCase(
+        "discrete_uniform",
+        lambda r: km.DiscreteUniform.dist(-2, 7, size=N, rng=r),
+        lambda k: stats.randint.pmf(k, -2, 8),
+        range(-2, 8),
+    ),
+    DrawCase(
+        "betabinomial",
+        lambda r: km.BetaBinomial.dist(2.0, 3.0, 10, size=N, rng=r),
+        lambda k: stats.betabinom.pmf(k, 10, 2.0, 3.0),
+        range(11),
+    ),
+    DrawCase(
+        "discrete_weibull",
+        lambda r: km.DiscreteWeibull.dist(0.8, 1.3, size=N, rng=r),
+        _discrete_weibull_pmf(0.8, 1.3),
+        range(60),
+    ),
+    DrawCase(
+        "zero_inflated_poisson",
+        lambda r: km.ZeroInflatedPoisson.dist(0.6, 3.0, size=N, rng=r),
+        _zero_inflated(0.6, lambda k: stats.poisson.pmf(k, 3.0)),
+        range(40),
+    ),
+    DrawCase(
+        "zero_inflated_binomial",
+        lambda r: km.ZeroInflatedBinomial.dist(0.7, 8, 0.4, size=N, rng=r),
+        _zero_inflated(0.7, lambda k: stats.binom.pmf(k, 8, 0.4)),
+        range(9),
+    ),
+    DrawCase(
+        "zero_inflated_negative_binomial",
+        lambda r: km.ZeroInflatedNegativeBinomial.dist(0.5, 4.0, 2.0, size=N, rng=r),
+        _zero_inflated(0.5, lambda k: stats.nbinom.pmf(k, 2.0, 2.0 / 6.0)),
+        range(200),
+    ),
+    DrawCase(
+        "hurdle_poisson",
+        lambda r: km.HurdlePoisson.dist(0.7, 2.5, size=N, rng=r),
+        _hurdle_poisson_pmf(0.7, 2.5),
+        range(40),
+    ),
+    DrawCase(
+        "hurdle_poisson_small_mu",  # the zero-truncated part is nearly always 1
+        lambda r: km.HurdlePoisson.dist(0.4, 0.05, size=N, rng=r),
+        _hurdle_poisson_pmf(0.4, 0.05),
+        range(10),
+    ),
+    DrawCase(
+        "ordered_logistic",
+        lambda r: km.OrderedLogistic.dist(0.4, np.array([-1.5, 0.0, 2.0]), size=N, rng=r),
+        _ordered_pmf(_logistic_cdf, 0.4, np.array([-1.5, 0.0, 2.0])),
+        range(4),
+    ),
+    DrawCase(
+        "ordered_probit",
+        lambda r: km.OrderedProbit.dist(-0.3, np.array([-1.0, 0.2, 0.9]), 0.8, size=N, rng=r),
+        _ordered_pmf(lambda z: stats.norm.cdf(z / 0.8), -0.3, np.array([-1.0, 0.2, 0.9])),
+        range(4),
+    ),
+]
+
+
+def _seed(outputs: list[Any], seed: int) -> None:
+    """Seed every generator the draws use (each draw of a class has its own)."""
+    gens = [
+        v
+        for v in graph_inputs(outputs)
+        if isinstance(v, SharedVariable) and isinstance(v.type, RandomGeneratorType)
+    ]
+    for g, child in zip(gens, np.random.SeedSequence(seed).spawn(len(gens)), strict=True):
+        g.set_value(np.random.default_rng(child), borrow=True)
+
+
+def _hurdle_continuous() -> dict[str, tuple[Any, float, Any]]:
+    """Return the continuous hurdles: (draw, psi, SciPy law of the non-zero draws)."""
+    return {
+        "hurdle_gamma": (
+            km.HurdleGamma.dist(0.6, 2.0, 1.5, size=N),
+            0.6,
+            stats.gamma(2.0, 0, 1 / 1.5),
+        ),
+        "hurdle_lognormal": (
+            km.HurdleLogNormal.dist(0.3, 0.5, 0.8, size=N),
+            0.3,
+            stats.lognorm(0.8, scale=np.exp(0.5)),
+        ),
+    }
+
+
+def _draw_all(backend: str) -> dict[str, np.ndarray]:
+    rvs = {c.id: c.rv(kr.rng(i)) for i, c in enumerate(DRAW_CASES)}
+    rvs["batched_zip"] = km.ZeroInflatedPoisson.dist(0.5, np.array([1.0, 6.0]), size=(N, 2))
+    rvs["diracdelta"] = km.DiracDelta.dist(3, size=50)
+    rvs |= {k: v[0] for k, v in _hurdle_continuous().items()}
+    outs = list(rvs.values())
+    _seed(outs, 20_261_203)
+    f = kiln.function([], outs, mode=kiln.Mode(linker=backend))
+    return dict(zip(rvs, f(), strict=True))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def draws(request: pytest.FixtureRequest) -> tuple[str, dict[str, np.ndarray]]:
+    return request.param, _draw_all(request.param)
+
+
+def _chi_square_pvalue(
+    x: np.ndarray, pmf: Callable[[np.ndarray], np.ndarray], support: range
+) -> float:
+    """Return the chi-square p-value of the counts of ``x`` against ``N pmf``.
+
+    Classes with an expected count under 5 are pooled with their neighbour (from the
+    right); the mass beyond ``support`` is one more class.
+    """
+    ks = np.arange(support.start, support.stop)
+    observed = np.array([np.sum(x == k) for k in ks] + [np.sum(x >= support.stop)], float)
+    probs = np.asarray(pmf(ks), float)
+    expected = np.append(probs, max(1.0 - probs.sum(), 0.0)) * x.size
+    obs_bins, exp_bins, o, e = [], [], 0.0, 0.0
+    for oi, ei in zip(observed, expected, strict=True):
+        o, e = o + oi, e + ei
+        if e >= 5.0:
+            obs_bins.append(o)
+            exp_bins.append(e)
+            o, e = 0.0, 0.0
+    obs_bins[-1] += o
+    exp_bins[-1] += e
+    exp_arr = np.array(exp_bins) * (x.size / np.sum(exp_bins))  # renormalize the rounding
+    return float(stats.chisquare(obs_bins, exp_arr).pvalue)
+
+
+@pytest.mark.parametrize("case", DRAW_CASES, ids=lambda c: c.id)
+def test_draw_frequencies_match_the_pmf(
+    draws: tuple[str, dict[str, np.ndarray]], case: DrawCase
+) -> None:
+    backend, values = draws
+    x = values[case.id]
+    assert x.shape == (N,) and x.dtype.kind == "i", (backend, x.shape, x.dtype)
+    assert x.min() >= case.support.start, f"{case.id} on {backend}: a draw below the support"
+    p = _chi_square_pvalue(x, case.pmf, case.support)
+    assert p > P_MIN, f"{case.id} on {backend}: chi-square p-value {p:.2e}"
+
+
+def test_batched_zero_inflation_is_per_element(draws: tuple[str, dict[str, np.ndarray]]) -> None:
+    """Each element has its own zero-inflation coin: P(both 0) = P(0) P(0) per column."""
+    backend, values = draws
+    x = values["batched_zip"]
+    assert x.shape == (N, 2)
+    for j, mu in enumerate((1.0, 6.0)):
+        pmf = _zero_inflated(0.5, lambda k, mu=mu: stats.poisson.pmf(k, mu))
+        assert _chi_square_pvalue(x[:, j], pmf, range(30)) > P_MIN, (backend, j)
+    p0 = [0.5 + 0.5 * np.exp(-1.0), 0.5 + 0.5 * np.exp(-6.0)]
+    both = np.sum((x[:, 0] == 0) & (x[:, 1] == 0))
+    assert stats.binomtest(int(both), N, p0[0] * p0[1]).pvalue > P_MIN, backend
+
+
+def test_diracdelta_draws_its_constant(draws: tuple[str, dict[str, np.ndarray]]) -> None:
+    backend, values = draws
+    np.testing.assert_array_equal(values["diracdelta"], np.full(50, 3), err_msg=backend)
+
+
+@pytest.mark.parametrize("name", ["hurdle_gamma", "hurdle_lognormal"])
+def test_continuous_hurdle_draws(draws: tuple[str, dict[str, np.ndarray]], name: str) -> None:
+    """The share of zeros is 1 - psi (binomial test); the non-zero draws follow the base."""
+    backend, values = draws
+    _, psi, law = _hurdle_continuous()[name]
+    x = values[name]
+    assert np.all(x >= 0), backend
+    zeros = int(np.sum(x == 0))
+    assert stats.binomtest(zeros, N, 1.0 - psi).pvalue > P_MIN, (backend, zeros)
+    assert stats.kstest(x[x > 0], law.cdf).pvalue > P_MIN, backend
+
+
+def test_bad_psi() -> None:
+    with pytest.raises(
+        KilnValueError, match=r"ZeroInflatedPoisson: psi must be in \[0, 1\], got psi=1.5"
+    ):
+        km.ZeroInflatedPoisson.dist(psi=1.5, mu=1.0)
+
+
+def test_compiled_blocks_have_the_declared_bounds() -> None:
+    """A free variable's block bounds come from its parameters where they are constant."""
+    with km.Model() as m:
+        km.DiscreteUniform("s", 0, 100)
+        km.DiscreteUniform("t", -3, np.array([4, 9]))
+        lo = km.Normal("lo", 0.0, 1.0)
+        km.DiscreteUniform("moving", 0, kt.cast(kt.floor(lo), "int64") + 10)
+        km.OrderedLogistic("o", 0.3, np.array([-1.0, 0.0, 1.0]))
+        km.OrderedProbit("op", 0.3, np.array([-1.0, 1.0]), 2.0)
+        km.BetaBinomial("bb", 2.0, 3.0, 12)
+        km.ZeroInflatedBinomial("zib", 0.5, 7, 0.3)
+        km.ZeroInflatedPoisson("zip", 0.5, 3.0)
+    cm = m.logp_dlogp_function(discrete=True)
+    got = {b.name: (b.support, b.lower, b.upper) for b in cm.layout if b.discrete}
+    assert got == {
+        "s": ("integer", 0.0, 100.0),
+        "t": ("integer", -3.0, 9.0),
+        "moving": ("integer", -np.inf, np.inf),  # depends on a free variable
+        "o": ("ordinal", 0.0, 3.0),
+        "op": ("ordinal", 0.0, 2.0),
+        "bb": ("nonnegative_integer", 0.0, 12.0),
+        "zib": ("nonnegative_integer", 0.0, 7.0),
+        "zip": ("nonnegative_integer", 0.0, np.inf),
+    }

@@ -100,10 +100,59 @@ def free_vectors() -> kl.Model:
     return m
 
 
+def derived_free_scalars() -> kl.Model:
+    """Return the derived (SymbolicDistribution) continuous classes as free variables."""
+    with kl.Model() as m:
+        kl.Gumbel("gumbel", 0.5, 2.0)
+        kl.ChiSquared("chisquared", 3.0)
+        kl.ChiSquared("chisquared_small", 1.0)  # +inf density at 0: the log transform's edge
+        kl.ExGaussian("exgaussian", 0.0, 1.0, 2.0)
+        kl.ExGaussian("exgaussian_narrow", 0.0, 0.1, 5.0)
+        kl.Pareto("pareto", 3.0, 1.5)
+        kl.Kumaraswamy("kumaraswamy", 2.0, 3.0)
+        kl.Kumaraswamy("kumaraswamy_small", 0.5, 0.5)
+        kl.Moyal("moyal", 0.0, 1.0)
+        kl.SkewNormal("skewnormal", 0.0, 1.0, 4.0)
+        kl.SkewNormal("skewnormal_left", 0.0, 1.0, -30.0)
+    return m
+
+
+def derived_free_parameters() -> kl.Model:
+    """Return likelihoods of the derived classes whose parameters are Flat free variables."""
+    y = np.array([0.5, -0.3, 1.2])
+    counts = [0, 0, 1, 4]
+    with kl.Model() as m:
+        u = kl.Flat("u")  # a logit, a log-rate or a location
+        s = kl.Flat("s")  # a log-scale
+        kl.Gumbel("y_gumbel", u, kt.exp(s), observed=y)
+        kl.ChiSquared("y_chisquared", kt.exp(s), observed=[0.5, 3.0])
+        kl.ExGaussian("y_exgaussian", u, kt.exp(s), kt.exp(u), observed=y)
+        kl.Pareto("y_pareto", kt.exp(s), kt.exp(u), observed=[1.0, 4.0])  # m at the data
+        kl.Kumaraswamy("y_kumaraswamy", kt.exp(u), kt.exp(s), observed=[0.1, 0.9])
+        kl.Moyal("y_moyal", u, kt.exp(s), observed=y)
+        kl.SkewNormal("y_skewnormal", u, kt.exp(s), 3.0 * u, observed=y)
+        kl.BetaBinomial("y_betabinomial", kt.exp(u), kt.exp(s), 10, observed=[0, 3, 10])
+        kl.DiscreteWeibull("y_discrete_weibull", kt.sigmoid(u), kt.exp(s), observed=counts)
+        kl.ZeroInflatedPoisson("y_zip", kt.sigmoid(u), kt.exp(s), observed=counts)
+        kl.ZeroInflatedBinomial("y_zib", kt.sigmoid(s), 6, kt.sigmoid(u), observed=counts)
+        kl.ZeroInflatedNegativeBinomial(
+            "y_zinb", kt.sigmoid(u), kt.exp(u), kt.exp(s), observed=counts
+        )
+        kl.HurdlePoisson("y_hurdle_poisson", kt.sigmoid(u), kt.exp(s), observed=counts)
+        kl.HurdleGamma("y_hurdle_gamma", kt.sigmoid(s), kt.exp(u), kt.exp(s), observed=[0.0, 2.0])
+        kl.HurdleLogNormal("y_hurdle_lognormal", kt.sigmoid(u), u, kt.exp(s), observed=[0.0, 2.0])
+        cut = kt.stack([u - 1.0, u, u + kt.exp(s)])
+        kl.OrderedLogistic("y_ordered_logistic", s, cut, observed=[0, 1, 2, 3])
+        kl.OrderedProbit("y_ordered_probit", s, cut, kt.exp(s), observed=[0, 1, 2, 3])
+    return m
+
+
 MODELS: dict[str, Callable[[], kl.Model]] = {
     "free_scalars": free_scalars,
     "free_parameters": free_parameters,
     "free_vectors": free_vectors,
+    "derived_free_scalars": derived_free_scalars,
+    "derived_free_parameters": derived_free_parameters,
 }
 
 

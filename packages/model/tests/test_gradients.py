@@ -128,12 +128,59 @@ def mvnormal() -> kl.Model:
     return m
 
 
+def derived() -> kl.Model:
+    """Return the derived (SymbolicDistribution) classes: free variables, likelihoods."""
+    with kl.Model() as m:
+        mu = kl.Normal("mu", 0.5, 1.0)
+        sigma = kl.HalfNormal("sigma", 1.5)
+        psi = kl.Beta("psi", 2.0, 2.0)
+        kl.Gumbel("gumbel", mu, sigma)
+        kl.ChiSquared("chi2", 3.0)
+        kl.ExGaussian("exg", mu, sigma, 2.0)
+        kl.Pareto("pareto", 3.0, 1.5)
+        kl.Kumaraswamy("kuma", 2.0, 3.0)
+        kl.Moyal("moyal", mu, sigma)
+        kl.SkewNormal("skew", mu, sigma, 3.0)
+        y = np.array([0.3, 1.2, 2.5])
+        kl.Gumbel("y_gumbel", mu, sigma, observed=y)
+        kl.ChiSquared("y_chi2", sigma + 1.0, observed=y)
+        kl.ExGaussian("y_exg", mu, sigma, sigma + 0.5, observed=y)
+        kl.Pareto("y_pareto", sigma + 0.5, 0.2, observed=y)
+        kl.Kumaraswamy("y_kuma", sigma + 0.5, psi + 1.0, observed=[0.1, 0.5, 0.9])
+        kl.Moyal("y_moyal", mu, sigma, observed=y)
+        kl.SkewNormal("y_skew", mu, sigma, 5.0 * mu, observed=y)
+        counts = [0, 0, 1, 3, 7]
+        kl.BetaBinomial("y_bb", sigma + 0.5, psi + 0.5, 10, observed=[0, 3, 10])
+        kl.DiscreteWeibull("y_dw", psi, sigma + 0.5, observed=counts)
+        kl.ZeroInflatedPoisson("y_zip", psi, kt.exp(mu), observed=counts)
+        kl.ZeroInflatedBinomial("y_zib", psi, 10, kt.sigmoid(mu), observed=counts)
+        kl.ZeroInflatedNegativeBinomial("y_zinb", psi, kt.exp(mu), sigma, observed=counts)
+        kl.ZeroInflatedNegativeBinomial("y_zinb_np", psi, n=sigma, p=0.4, observed=counts)
+        kl.HurdlePoisson("y_hp", psi, kt.exp(mu), observed=counts)
+        kl.HurdleGamma("y_hg", psi, sigma + 0.5, kt.exp(mu), observed=[0.0, 0.4, 2.0])
+        kl.HurdleGamma("y_hg_mu", psi, mu=kt.exp(mu), sigma=sigma, observed=[0.0, 1.5])
+        kl.HurdleLogNormal("y_hln", psi, mu, sigma, observed=[0.0, 0.4, 2.0])
+        cut = kl.Normal(
+            "cut",
+            0.0,
+            3.0,
+            shape=3,
+            transform=kl.distributions.transforms.ordered,
+            initval=[-1.0, 0.0, 1.5],
+        )
+        classes = [0, 1, 1, 2, 3, 3]
+        kl.OrderedLogistic("y_ol", mu, cut, observed=classes)
+        kl.OrderedProbit("y_op", mu, cut, sigma, observed=classes)
+    return m
+
+
 MODELS: dict[str, Callable[[], kl.Model]] = {
     "continuous_scalars": continuous_scalars,
     "hierarchical": hierarchical,
     "discrete_observed": discrete_observed,
     "dirichlet_free": dirichlet_free,
     "mvnormal": mvnormal,
+    "derived": derived,
 }
 
 

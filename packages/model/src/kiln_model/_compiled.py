@@ -65,6 +65,7 @@ _DISCRETE_BOUNDS: dict[str, tuple[float, float]] = {
     "nonnegative_integer": (0.0, np.inf),
     "positive_integer": (1.0, np.inf),
     "counts": (0.0, np.inf),
+    "ordinal": (0.0, np.inf),  # upper: the number of cutpoints (``discrete_bounds``)
 }
 
 
@@ -224,6 +225,8 @@ class CompiledModel:
         )
         if any(b.support == "categorical" for b in self.layout):
             self._set_categories(free, pieces)
+        if any(hasattr(i.distribution, "discrete_bounds") for i in free):
+            self._set_declared_bounds(free)
 
     def _set_categories(self, free: list[Any], pieces: dict[Variable, Variable]) -> None:
         """Set ``upper`` of each categorical block: its number of categories minus one."""
@@ -239,6 +242,29 @@ class CompiledModel:
         values = f(self._start)
         for k, n in zip(positions, values if isinstance(values, list) else [values], strict=True):
             self.layout[k] = dataclasses.replace(self.layout[k], upper=float(n) - 1.0)
+
+    def _set_declared_bounds(self, free: list[Any]) -> None:
+        """Set the bounds of blocks whose distribution declares ``discrete_bounds``.
+
+        ``discrete_bounds(*params)`` returns the (lower, upper) of the values as graphs
+        of the parameters (DiscreteUniform's ``lower``/``upper``, an ordinal's 0 and its
+        number of cutpoints). Bounds that depend on free variables stay infinite; the
+        block's bounds are the smallest lower and the largest upper of its elements.
+        """
+        replace: dict[Variable, Variable] = {i.rv: i.value for i in self.model.variables.values()}
+        values = {i.value for i in free}
+        for k, (info, b) in enumerate(zip(free, self.layout, strict=True)):
+            declared = getattr(info.distribution, "discrete_bounds", None)
+            if declared is None or not b.discrete:
+                continue
+            low, high = (
+                graph_replace(kt.as_tensor(e), replace, strict=False)
+                for e in declared(*info.params)
+            )
+            if any(v in values for v in ancestors([low, high])):
+                continue  # bounds that move with other free variables: the logp bounds them
+            lo, hi = function([], [kt.min(low), kt.max(high)], mode="FAST_COMPILE")()
+            self.layout[k] = dataclasses.replace(b, lower=float(lo), upper=float(hi))
 
     @property
     def has_discrete(self) -> bool:

@@ -69,9 +69,8 @@ class ChiSquared(SymbolicDistribution):
 
     @staticmethod
     def logp(value: Any, nu: Any) -> TensorVariable:
-        k = nu / 2.0
-        lp = (k - 1.0) * kt.log(value) - value / 2.0 - k * LOG_2 - kt.gammaln(k)
-        return bound(lp, value > 0, nu > 0)
+        # Gamma's: finite at 0 where nu = 2, +inf there where nu < 2 (as SciPy's chi2).
+        return Gamma.logp(value, nu / 2.0, 2.0)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, nu: Any) -> TensorVariable:
@@ -195,8 +194,9 @@ class Moyal(SymbolicDistribution):
 
     @staticmethod
     def logcdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        # log erfc(exp(-z / 2) / sqrt 2) = log 2 + log Phi(-exp(-z / 2)): digits in both tails.
         z = (value - mu) / sigma
-        return bound(kt.log(kt.erfc(kt.exp(-0.5 * z) / np.sqrt(2.0))), sigma > 0)
+        return bound(LOG_2 + normal_lcdf(-kt.exp(-0.5 * z)), sigma > 0)
 
 
 class SkewNormal(SymbolicDistribution):

@@ -22,7 +22,7 @@ from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._continuous import Gamma, LogNormal
 from kiln_model._discrete import Binomial, NegativeBinomial, Poisson
-from kiln_model._distribution import broadcast_like, icdf_bound
+from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
 from kiln_model._math import bound, log1m, log_diff_exp, normal_lcdf
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
 
@@ -89,6 +89,11 @@ class DiscreteUniform(SymbolicDistribution):
         return broadcast_like(_round(kt.floor((_f(lower) + upper) / 2.0)), rv)
 
     @classmethod
+    def discrete_bounds(cls, lower: Any, upper: Any) -> tuple[Any, Any]:
+        """Return the smallest and largest value (the bounds of a sampler's proposals)."""
+        return lower, upper
+
+    @classmethod
     def check_observed(cls, name: str, value: np.ndarray) -> None:
         if not _is_integer(value):
             raise KilnValueError(f"{name}: observed values must be integers for {cls.__name__}")
@@ -122,6 +127,11 @@ class BetaBinomial(SymbolicDistribution):
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any, n: Any) -> TensorVariable:
         return broadcast_like(_round(n * _f(alpha) / (_f(alpha) + beta)), rv)
+
+    @classmethod
+    def discrete_bounds(cls, alpha: Any, beta: Any, n: Any) -> tuple[Any, Any]:
+        """Return the smallest and largest value (the bounds of a sampler's proposals)."""
+        return 0, n
 
     @classmethod
     def check_observed(cls, name: str, value: np.ndarray) -> None:
@@ -183,7 +193,9 @@ class DiscreteWeibull(SymbolicDistribution):
     def logp(value: Any, q: Any, beta: Any) -> TensorVariable:
         x = kt.maximum(_f(value), 0.0)
         logq = kt.log(q)
-        logp = log_diff_exp(x**beta * logq, (x + 1.0) ** beta * logq)
+        # 0**beta as a switch: its gradient in beta, log(0) 0**beta, would be NaN.
+        x_beta = kt.switch(x > 0, kt.switch(x > 0, x, 1.0) ** beta, 0.0)
+        logp = log_diff_exp(x_beta * logq, (x + 1.0) ** beta * logq)
         return bound(logp, value >= 0, q > 0, q < 1, beta > 0)
 
     @staticmethod
@@ -201,11 +213,25 @@ class DiscreteWeibull(SymbolicDistribution):
 # -- zero-inflated ------------------------------------------------------------------
 
 
-def _zero_inflated_logp(value: Any, psi: Any, base_logp: Any, base_logp0: Any) -> Any:
-    """``log((1 - psi) [x = 0] + psi base(x))``: ``base_logp`` at x, ``base_logp0`` at 0."""
-    at_zero = _logaddexp(log1m(psi), kt.log(psi) + base_logp0)
+def _zero_inflated_logp(
+    value: Any, psi: Any, base_logp: Any, base_logp0: Any, valid: list[Any]
+) -> Any:
+    """``log((1 - psi) [x = 0] + psi base(x))``: ``base_logp`` at x, ``base_logp0`` at 0.
+
+    ``valid``: the base's parameter conditions (-inf where one fails, at 0 too).
+    """
+    # log(1 - psi + psi e^b) = log1p(psi expm1(b)) keeps its digits where e^b is near 1;
+    # the sum in logs where it is small. Each branch sees a finite stand-in of the other.
+    near_one = base_logp0 > -1.0
+    b_hi = kt.switch(near_one, base_logp0, 0.0)
+    b_lo = kt.switch(near_one, -1.0, base_logp0)
+    at_zero = kt.switch(
+        near_one,
+        kt.log1p(psi * kt.expm1(b_hi)),
+        _logaddexp(log1m(psi), kt.log(psi) + b_lo),
+    )
     logp = kt.switch(kt.eq(value, 0), at_zero, kt.log(psi) + base_logp)
-    return bound(logp, *_psi_valid(psi))
+    return bound(logp, *_psi_valid(psi), *valid)
 
 
 class ZeroInflatedPoisson(SymbolicDistribution):
@@ -224,7 +250,8 @@ class ZeroInflatedPoisson(SymbolicDistribution):
 
     @staticmethod
     def logp(value: Any, psi: Any, mu: Any) -> TensorVariable:
-        return _zero_inflated_logp(value, psi, Poisson.logp(value, mu), -_f(mu))
+        valid = kr.OPS["poisson"].conditions(mu=mu)
+        return _zero_inflated_logp(value, psi, Poisson.logp(value, mu), -_f(mu), valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, mu: Any) -> TensorVariable:
@@ -252,11 +279,17 @@ class ZeroInflatedBinomial(SymbolicDistribution):
     @staticmethod
     def logp(value: Any, psi: Any, n: Any, p: Any) -> TensorVariable:
         at0 = n * log1m(p)
-        return _zero_inflated_logp(value, psi, Binomial.logp(value, n, p), at0)
+        valid = kr.OPS["binomial"].conditions(n=n, p=p)
+        return _zero_inflated_logp(value, psi, Binomial.logp(value, n, p), at0, valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, n: Any, p: Any) -> TensorVariable:
         return broadcast_like(_round(psi * n * _f(p)), rv)
+
+    @classmethod
+    def discrete_bounds(cls, psi: Any, n: Any, p: Any) -> tuple[Any, Any]:
+        """Return the smallest and largest value (the bounds of a sampler's proposals)."""
+        return 0, n
 
 
 def _nb_params(cls_name: str, mu: Any, alpha: Any, p: Any, n: Any) -> tuple[Any, Any]:
@@ -305,7 +338,8 @@ class ZeroInflatedNegativeBinomial(SymbolicDistribution):
     @staticmethod
     def logp(value: Any, psi: Any, n: Any, p: Any) -> TensorVariable:
         at0 = n * kt.log(p)
-        return _zero_inflated_logp(value, psi, NegativeBinomial.logp(value, n, p), at0)
+        valid = kr.OPS["negative_binomial"].conditions(n=n, p=p)
+        return _zero_inflated_logp(value, psi, NegativeBinomial.logp(value, n, p), at0, valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, n: Any, p: Any) -> TensorVariable:
@@ -315,10 +349,13 @@ class ZeroInflatedNegativeBinomial(SymbolicDistribution):
 # -- hurdle -------------------------------------------------------------------------
 
 
-def _hurdle_logp(value: Any, psi: Any, positive_logp: Any) -> Any:
-    """``log(1 - psi)`` at 0, ``log(psi) + positive_logp`` above (-inf below 0)."""
+def _hurdle_logp(value: Any, psi: Any, positive_logp: Any, valid: list[Any]) -> Any:
+    """``log(1 - psi)`` at 0, ``log(psi) + positive_logp`` above (-inf below 0).
+
+    ``valid``: the base's parameter conditions (-inf where one fails, at 0 too).
+    """
     logp = kt.switch(kt.eq(value, 0), log1m(psi), kt.log(psi) + positive_logp)
-    return bound(logp, value >= 0, *_psi_valid(psi))
+    return bound(logp, value >= 0, *_psi_valid(psi), *valid)
 
 
 class HurdlePoisson(SymbolicDistribution):
@@ -343,7 +380,7 @@ class HurdlePoisson(SymbolicDistribution):
     @staticmethod
     def logp(value: Any, psi: Any, mu: Any) -> TensorVariable:
         positive = Poisson.logp(value, mu) - kt.log1mexp(-_f(mu))
-        return bound(_hurdle_logp(value, psi, positive), mu > 0)
+        return _hurdle_logp(value, psi, positive, [mu > 0])
 
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, mu: Any) -> TensorVariable:
@@ -402,7 +439,8 @@ class HurdleGamma(_ContinuousHurdle):
     @staticmethod
     def logp(value: Any, psi: Any, shape: Any, scale: Any) -> TensorVariable:
         safe = kt.switch(value > 0, value, 1.0)
-        return _hurdle_logp(value, psi, Gamma.logp(safe, shape, scale))
+        valid = kr.OPS["gamma"].conditions(shape=shape, scale=scale)
+        return _hurdle_logp(value, psi, Gamma.logp(safe, shape, scale), valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, shape: Any, scale: Any) -> TensorVariable:
@@ -441,7 +479,8 @@ class HurdleLogNormal(_ContinuousHurdle):
     @staticmethod
     def logp(value: Any, psi: Any, mu: Any, sigma: Any) -> TensorVariable:
         safe = kt.switch(value > 0, value, 1.0)
-        return _hurdle_logp(value, psi, LogNormal.logp(safe, mu, sigma))
+        valid = kr.OPS["lognormal"].conditions(mu=mu, sigma=sigma)
+        return _hurdle_logp(value, psi, LogNormal.logp(safe, mu, sigma), valid)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, mu: Any, sigma: Any) -> TensorVariable:
@@ -472,12 +511,13 @@ def _ordinal_logp(value: Any, z: Any, log_cdf: Callable[[Any], Any]) -> Any:
     f_hi, f_lo = _pick(lower_cdf, hi), _pick(lower_cdf, lo)
     s_hi, s_lo = _pick(upper_sf, hi), _pick(upper_sf, lo)
     inside = kt.logical_and(value > 0, value < ncut)
-    # Outside the middle classes the middle branch sees finite, distinct stand-ins, so
-    # that neither its value nor its gradient is NaN there.
-    f_lo_m = kt.switch(inside, f_lo, f_hi - 1.0)
-    s_hi_m = kt.switch(inside, s_hi, s_lo - 1.0)
-    z_lo = _pick(z, lo)
-    middle = kt.switch(z_lo > 0, log_diff_exp(s_lo, s_hi_m), log_diff_exp(f_hi, f_lo_m))
+    # Outside the middle classes, and in the branch of the two a class does not take, the
+    # differences see finite, distinct stand-ins, so that neither the value nor the
+    # gradient is NaN there (in the tails both CDFs, or both survivals, round to 0).
+    upper_side = _pick(z, lo) > 0
+    f_lo_m = kt.switch(kt.logical_and(inside, ~upper_side), f_lo, f_hi - 1.0)
+    s_hi_m = kt.switch(kt.logical_and(inside, upper_side), s_hi, s_lo - 1.0)
+    middle = kt.switch(upper_side, log_diff_exp(s_lo, s_hi_m), log_diff_exp(f_hi, f_lo_m))
     logp = kt.switch(kt.eq(value, 0), f_hi, kt.switch(kt.eq(value, ncut), s_lo, middle))
     ordered = kt.all(z[..., 1:] >= z[..., :-1], axis=-1)
     return bound(logp, value >= 0, value <= ncut, ordered)
@@ -502,6 +542,11 @@ def _ordinal_mode(z: Any, cdf: Callable[[Any], Any]) -> Any:
 class _Ordinal(SymbolicDistribution):
     support = "ordinal"
     discrete = True
+
+    @classmethod
+    def discrete_bounds(cls, eta: Any, cutpoints: Any, *rest: Any) -> tuple[Any, Any]:
+        """Return the smallest and largest class: 0 and the number of cutpoints."""
+        return 0, kt.shape_i(cutpoints, -1)
 
     @classmethod
     def check_observed(cls, name: str, value: np.ndarray) -> None:
@@ -604,3 +649,39 @@ class OrderedProbit(_Ordinal):
         cls, rv: TensorVariable, eta: Any, cutpoints: Any, sigma: Any
     ) -> TensorVariable:
         return broadcast_like(_ordinal_mode(cls._z(eta, cutpoints, sigma), _phi), rv)
+
+
+def _log_choose(n: Any, k: Any) -> TensorVariable:
+    """Return ``log C(n, k)`` for ``0 <= k <= n`` (float64)."""
+    return kt.gammaln(n + 1.0) - kt.gammaln(k + 1.0) - kt.gammaln(n - k + 1.0)
+
+
+class HyperGeometric(Distribution):
+    """HyperGeometric(N, k, n): successes in ``n`` draws without replacement from ``N``
+    items of which ``k`` are successes.
+    """
+
+    rv_op = kr.OPS["hypergeometric"]
+    params = ("N", "k", "n")
+    support = "nonnegative_integer"
+    discrete = True
+
+    @staticmethod
+    def logp(value: Any, N: Any, k: Any, n: Any) -> TensorVariable:  # noqa: N803 (PyMC's name)
+        x, total, good, draws = (kt.cast(v, "float64") for v in (value, N, k, n))
+        lo = kt.maximum(0.0, draws - total + good)
+        hi = kt.minimum(good, draws)
+        ok = kt.logical_and(x >= lo, x <= hi)
+        xs = kt.switch(ok, x, lo)  # every gammaln argument stays >= 1 off the support
+        lp = (
+            _log_choose(good, xs)
+            + _log_choose(total - good, draws - xs)
+            - _log_choose(total, draws)
+        )
+        valid = kr.OPS["hypergeometric"].conditions(N=N, k=k, n=n)
+        return bound(kt.switch(ok, lp, -np.inf), *valid)
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, N: Any, k: Any, n: Any) -> TensorVariable:  # noqa: N803
+        mean = kt.cast(n, "float64") * k / kt.maximum(kt.cast(N, "float64"), 1.0)
+        return broadcast_like(_round(kt.floor(mean)), rv)
