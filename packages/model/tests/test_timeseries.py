@@ -524,3 +524,31 @@ def test_ar1_posterior_mean_of_rho() -> None:
     assert abs(post.std() - post_sd) < 0.15 * post_sd
     assert abs(rho_hat - rho_true) < 4 * post_sd
     assert int(idata.sample_stats["diverging"].sum()) == 0
+
+
+def test_euler_maruyama_drift_posterior() -> None:
+    # An Ornstein-Uhlenbeck path observed on a grid: with the diffusion known, the
+    # Euler-Maruyama likelihood is Normal in theta, so the posterior is closed-form.
+    rng = np.random.default_rng(4)
+    dt, theta_true, g, n = 0.1, 1.5, 0.4, 300
+    x = np.empty(n)
+    x[0] = 1.0
+    for t in range(1, n):
+        x[t] = x[t - 1] - dt * theta_true * x[t - 1] + np.sqrt(dt) * g * rng.normal()
+    prev, step = x[:-1], np.diff(x)
+    theta_hat = -np.sum(step * prev) / (dt * np.sum(prev**2))
+    post_sd = g / np.sqrt(dt * np.sum(prev**2))
+    with km.Model():
+        theta = km.Normal("theta", 0.0, 100.0)
+        km.EulerMaruyama(
+            "x",
+            dt,
+            lambda v, th: (-th * v, g),
+            (theta,),
+            init_dist=km.Normal.dist(0, 5),
+            observed=x,
+        )
+        idata = kiln.sample(draws=500, tune=500, chains=2, progressbar=False, random_seed=5)
+    post = idata.posterior["theta"].values
+    assert abs(post.mean() - theta_hat) < 0.25 * post_sd
+    assert abs(post.std() - post_sd) < 0.15 * post_sd
