@@ -494,6 +494,8 @@ def test_bad_input_is_named() -> None:
             init_dist=km.MvNormal.dist(np.zeros(2), np.eye(2)),
             steps=3,
         )
+    with pytest.raises(KilnValueError, match="positive definite"):
+        km.MvGaussianRandomWalk.dist(np.zeros(2), cov=-np.eye(2), init_dist=init, steps=3)
     with pytest.raises(KilnValueError, match="alpha_1 must be >= 0"):
         km.GARCH11.dist(0.1, -0.2, 0.5, 0.1, steps=3)
     with pytest.raises(KilnTypeError, match="drift, diffusion"):
@@ -517,7 +519,7 @@ def test_ar1_posterior_mean_of_rho() -> None:
     post_sd = 1 / np.sqrt(np.sum(x[:-1] ** 2))
     with km.Model():
         rho = km.Uniform("rho", -1.0, 1.0)
-        km.AR("x", kt.stack([rho]), sigma=1.0, init_dist=km.Normal.dist(0, 10), observed=x)
+        km.AR("x", [rho], sigma=1.0, init_dist=km.Normal.dist(0, 10), observed=x)
         idata = kiln.sample(draws=500, tune=500, chains=2, progressbar=False, random_seed=3)
     post = idata.posterior["rho"].values
     assert abs(post.mean() - rho_hat) < 0.25 * post_sd

@@ -57,6 +57,9 @@ _DEFAULT_INIT = (
 
 
 def _float(p: Any) -> TensorVariable:
+    """Return a parameter as a float64 tensor (a list holding variables is stacked)."""
+    if isinstance(p, list | tuple) and any(isinstance(q, Variable) for q in p):
+        return kt.stack([_float(q) for q in p])
     t = _as_param(p)
     return t if t.dtype == "float64" else kt.cast(t, "float64")
 
@@ -584,6 +587,7 @@ class MvGaussianRandomWalk(_TimeSeries):
         if p.get("mu") is None:
             raise KilnTypeError(f"{name}: missing parameter mu")
         steps = _check_steps(name, steps, length, 1)
+        check_constants(name, {"cov": p.get("cov")}, MvNormal.param_checks)
         chol = _chol_of(name, p.get("cov"), p.get("tau"), p.get("chol"), bool(p["lower"]))
         mu = _float(p["mu"])
         mu = mu + kt.zeros_like(chol[..., 0])
@@ -703,7 +707,7 @@ class AR(_TimeSeries):
         rho = args[0] if args else kwargs.get("rho")
         if rho is None:
             raise KilnTypeError("AR: missing parameter rho")
-        rho_t = kt.as_tensor(rho)
+        rho_t = _float(rho)
         rho_t = rho_t[None] if rho_t.ndim == 0 else rho_t
         return _ar_order("AR", rho_t, bool(kwargs.get("constant", False)), kwargs.get("ar_order"))
 
