@@ -41,6 +41,14 @@ from kiln_model._continuous_derived import Moyal as Moyal
 from kiln_model._continuous_derived import Pareto as Pareto
 from kiln_model._continuous_derived import PolyaGamma as PolyaGamma
 from kiln_model._continuous_derived import SkewNormal as SkewNormal
+from kiln_model._continuous_more import AsymmetricLaplace as AsymmetricLaplace
+from kiln_model._continuous_more import Interpolated as Interpolated
+from kiln_model._continuous_more import LogitNormal as LogitNormal
+from kiln_model._continuous_more import Rice as Rice
+from kiln_model._continuous_more import SkewStudentT as SkewStudentT
+from kiln_model._continuous_more import Triangular as Triangular
+from kiln_model._continuous_more import VonMises as VonMises
+from kiln_model._continuous_more import Wald as Wald
 from kiln_model._custom import CustomDist as CustomDist
 from kiln_model._discrete import Bernoulli as Bernoulli
 from kiln_model._discrete import Binomial as Binomial
@@ -55,6 +63,7 @@ from kiln_model._discrete_derived import DiscreteWeibull as DiscreteWeibull
 from kiln_model._discrete_derived import HurdleGamma as HurdleGamma
 from kiln_model._discrete_derived import HurdleLogNormal as HurdleLogNormal
 from kiln_model._discrete_derived import HurdlePoisson as HurdlePoisson
+from kiln_model._discrete_derived import HyperGeometric as HyperGeometric
 from kiln_model._discrete_derived import OrderedLogistic as OrderedLogistic
 from kiln_model._discrete_derived import OrderedProbit as OrderedProbit
 from kiln_model._discrete_derived import ZeroInflatedBinomial as ZeroInflatedBinomial

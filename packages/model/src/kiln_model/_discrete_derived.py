@@ -657,8 +657,9 @@ def _log_choose(n: Any, k: Any) -> TensorVariable:
 
 
 class HyperGeometric(Distribution):
-    """HyperGeometric(N, k, n): successes in ``n`` draws without replacement from ``N``
-    items of which ``k`` are successes.
+    """HyperGeometric(N, k, n): successes in ``n`` draws without replacement.
+
+    From ``N`` items of which ``k`` are successes (PyMC's names).
     """
 
     rv_op = kr.OPS["hypergeometric"]

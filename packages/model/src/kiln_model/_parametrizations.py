@@ -28,17 +28,22 @@ class Alternative:
 
     ``convert(*values of names)`` returns the values of ``replaces`` (a tuple, in that
     order); ``checks`` are constraints on ``names`` checked where they are constants.
+    ``keeps``: parameters of ``names`` that are base parameters too (Rice's ``sigma``
+    in the form ``(b, sigma)``); a name another form replaces is one as well (Wald's
+    ``mu`` in ``(mu, phi)``).
     """
 
     names: tuple[str, ...]
     replaces: tuple[str, ...]
     convert: Callable[..., tuple[Any, ...]]
     checks: tuple[Check, ...] = ()
+    keeps: tuple[str, ...] = ()
 
 
 def alternative_names(alternatives: Sequence[Alternative]) -> set[str]:
-    """Return the names of every alternative parameter of ``alternatives``."""
-    return {n for a in alternatives for n in a.names}
+    """Return the parameters of ``alternatives`` that are not base parameters."""
+    base = {n for a in alternatives for n in (*a.replaces, *a.keeps)}
+    return {n for a in alternatives for n in a.names} - base
 
 
 def resolve(what: str, alternatives: Sequence[Alternative], bound: dict[str, Any]) -> None:
@@ -49,6 +54,7 @@ def resolve(what: str, alternatives: Sequence[Alternative], bound: dict[str, Any
     it determines, two forms of one parameter, or a parameter of no complete form.
     """
     given = {n for n, v in bound.items() if v is not None}
+    pure = alternative_names(alternatives)
     chosen = [a for a in alternatives if set(a.names) <= given]
     for i, a in enumerate(chosen):
         for b in chosen[i + 1 :]:
@@ -58,7 +64,7 @@ def resolve(what: str, alternatives: Sequence[Alternative], bound: dict[str, Any
                     f"{_names(b.names)}, not both"
                 )
     used = {n for a in chosen for n in a.names}
-    stray = sorted((given & alternative_names(alternatives)) - used)
+    stray = sorted((given & pure) - used)
     if stray:
         forms = " or ".join(_names(a.names) for a in alternatives if set(stray) & set(a.names))
         raise KilnValueError(
@@ -69,12 +75,11 @@ def resolve(what: str, alternatives: Sequence[Alternative], bound: dict[str, Any
         clash = [n for n in a.replaces if bound.get(n) is not None]
         if clash:
             raise KilnValueError(f"{what}: can't pass both {_names(a.names)} and {_names(clash)}")
-        values = [bound.pop(n) for n in a.names]
+        values = [bound[n] for n in a.names]
         check_constants(what, dict(zip(a.names, values, strict=True)), a.checks)
         bound.update(zip(a.replaces, a.convert(*values), strict=True))
-    for a in alternatives:
-        for n in a.names:
-            bound.pop(n, None)
+    for n in pure:
+        bound.pop(n, None)
 
 
 def as_float(x: Any) -> TensorVariable:
