@@ -72,8 +72,6 @@ PYMC_ONLY: frozenset[str] = frozenset(
         "ICAR",
         "Kumaraswamy",
         "KroneckerNormal",
-        "LKJCholeskyCov",
-        "LKJCorr",
         "MatrixNormal",
         "Moyal",
         "MvStudentT",

@@ -80,6 +80,7 @@ from kiln_graph.tensor import tanh as tanh
 from kiln_graph.tensor import where as where
 from kiln_graph.tensor import zeros as zeros
 from kiln_graph.tensor import zeros_like as zeros_like
+from kiln_model import expand_packed_triangular as expand_packed_triangular
 
 _SQRT2 = float(np.sqrt(2.0))
 
@@ -187,28 +188,6 @@ def _move_back(x: TensorVariable, axis: int) -> TensorVariable:
     order = list(range(x.ndim - 1))
     order.insert(axis, x.ndim - 1)
     return kt.transpose(x, order)
-
-
-def expand_packed_triangular(
-    n: int, packed: Any, lower: bool = True, diagonal_only: bool = False
-) -> TensorVariable:
-    """Return the ``n x n`` triangular matrix whose non-zero entries are ``packed``.
-
-    ``packed`` holds the ``n (n + 1) / 2`` entries of the lower (``lower=True``) or
-    upper triangle, row by row. With ``diagonal_only`` return only the diagonal
-    entries, as a vector of length ``n``.
-    """
-    if not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"expand_packed_triangular: n must be a positive int, got {n!r}")
-    packed = kt.as_tensor(packed)
-    rows, cols = np.tril_indices(n) if lower else np.triu_indices(n)
-    if diagonal_only:
-        where_diag = np.flatnonzero(rows == cols)
-        return packed[kt.constant(where_diag)]
-    index = np.full((n, n), len(rows), dtype=np.int64)
-    index[rows, cols] = np.arange(len(rows))
-    padded = kt.concatenate([packed, kt.zeros((1,), dtype=packed.dtype)])
-    return padded[kt.constant(index)]
 
 
 def batched_diag(x: Any) -> TensorVariable:

@@ -77,6 +77,8 @@ from kiln_model._distribution import logcdf as logcdf
 from kiln_model._distribution import logp as logp
 from kiln_model._errors import ModelError as ModelError
 from kiln_model._imputation import ImputationWarning as ImputationWarning
+from kiln_model._lkj import LKJCholeskyCov as LKJCholeskyCov
+from kiln_model._lkj import LKJCorr as LKJCorr
 from kiln_model._mixture import Mixture as Mixture
 from kiln_model._mixture import NormalMixture as NormalMixture
 from kiln_model._model import Data as Data
@@ -96,5 +98,6 @@ from kiln_model._timeseries import EulerMaruyama as EulerMaruyama
 from kiln_model._timeseries import GaussianRandomWalk as GaussianRandomWalk
 from kiln_model._timeseries import MvGaussianRandomWalk as MvGaussianRandomWalk
 from kiln_model._timeseries import RandomWalk as RandomWalk
+from kiln_model._triangular import expand_packed_triangular as expand_packed_triangular
 from kiln_model._truncated import Truncated as Truncated
 from kiln_model._validate import check_initial_point as check_initial_point

@@ -10,8 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from kiln_graph import KilnValueError
 from kiln_graph import tensor as kt
+from kiln_model._triangular import (
+    corr_cholesky,
+    diagonal_positions,
+    log_cosh,
+    pack_tril,
+    pack_triu,
+    symmetric_from_triu,
+)
 
 
 class Transform:
@@ -208,6 +218,140 @@ class ChainTransform(Transform):
 
     def __repr__(self) -> str:
         return f"ChainTransform({', '.join(map(repr, self.transforms))})"
+
+
+class CholeskyCovPacked(Transform):
+    """Packed lower-triangular Cholesky factors of order ``n`` -> R^(n (n + 1) / 2).
+
+    The diagonal entries (positive) are logged, the others kept: ``LKJCholeskyCov``'s
+    default transform. The log-Jacobian of ``backward`` is the sum of the logged entries.
+    """
+
+    name = "cholesky-cov-packed"
+    core_ndim = 1
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+        mask = np.zeros(self.n * (self.n + 1) // 2, dtype=bool)
+        mask[diagonal_positions(self.n)] = True
+        self._mask = mask
+
+    def forward(self, x: Any) -> Any:
+        m = kt.constant(self._mask)
+        return kt.switch(m, kt.log(kt.switch(m, x, 1.0)), x)
+
+    def backward(self, y: Any) -> Any:
+        m = kt.constant(self._mask)
+        return kt.switch(m, kt.exp(kt.switch(m, y, 0.0)), y)
+
+    def log_jac_det(self, y: Any) -> Any:
+        return kt.sum(kt.switch(kt.constant(self._mask), y, 0.0), axis=-1)
+
+    def __repr__(self) -> str:
+        return f"CholeskyCovPacked(n={self.n})"
+
+
+class CholeskyCorr(Transform):
+    """Packed correlations (strict upper triangle, row by row) of order ``n`` -> R^(n (n-1) / 2).
+
+    ``backward`` maps each unconstrained entry through ``tanh`` to a canonical partial
+    correlation (a C-vine), builds the correlation matrix's Cholesky factor from them and
+    packs the strict upper triangle of ``W W^T``: every value is a positive-definite
+    correlation matrix. The log-Jacobian is ``sum (n - i) / 2 * log(1 - z^2)`` over the
+    partial correlations ``z`` of column ``i`` (``tanh`` gives 1 of it, the partial ->
+    marginal correlations map ``(n - i - 2) / 2``: Lewandowski et al. 2009).
+    """
+
+    name = "cholesky-corr"
+    core_ndim = 1
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+        rows, cols = np.tril_indices(self.n, -1)
+        self._weights = (self.n - cols) / 2.0
+        index = np.full((self.n, self.n), len(rows), dtype=np.int64)
+        index[rows, cols] = np.arange(len(rows))
+        self._index = index
+
+    def _matrix(self, y: Any) -> Any:
+        y = kt.as_tensor(y)
+        padded = kt.concatenate([y, kt.zeros_like(y[..., :1])], axis=-1)
+        return padded[..., kt.constant(self._index)]
+
+    def forward(self, x: Any) -> Any:
+        w = kt.cholesky(symmetric_from_triu(x, self.n))
+        sq = w * w
+        before = pack_tril(kt.cumsum(sq, axis=-1) - sq, self.n, -1)  # sum_{k<i} w[j, k]^2
+        z = pack_tril(w, self.n, -1) / kt.sqrt(1.0 - before)
+        return 0.5 * (kt.log1p(z) - kt.log1p(-z))
+
+    def backward(self, y: Any) -> Any:
+        ym = self._matrix(y)
+        w = corr_cholesky(kt.tanh(ym), -2.0 * log_cosh(ym), self.n)
+        corr = kt.matmul(w, kt.transpose(w, (*range(w.ndim - 2), w.ndim - 1, w.ndim - 2)))
+        return pack_triu(corr, self.n, 1)
+
+    def log_jac_det(self, y: Any) -> Any:
+        return kt.sum(kt.constant(self._weights) * (-2.0 * log_cosh(y)), axis=-1)
+
+    def __repr__(self) -> str:
+        return f"CholeskyCorr(n={self.n})"
+
+
+def _along(axis: int, index: Any) -> tuple[Any, ...]:
+    """Return the index tuple that applies ``index`` to the negative ``axis``."""
+    return (Ellipsis, index, *([slice(None)] * (-axis - 1)))
+
+
+class ZeroSumTransform(Transform):
+    """Arrays summing to zero over their last ``n_axes`` axes -> one entry fewer on each.
+
+    Along each axis of length ``n``, ``backward`` maps ``y`` (length ``n - 1``) to the
+    zero-sum vector ``H (y, 0)``, with ``H`` the Householder reflection that sends the
+    last unit vector to ``-1 / sqrt(n)``: its other columns are an orthonormal basis
+    of the zero-sum vectors, so the map is an isometry onto them (log-Jacobian 0 against
+    the zero-sum subspace's own volume, which ``ZeroSumNormal``'s density is written in).
+    """
+
+    name = "zerosum"
+
+    def __init__(self, n_axes: int = 1) -> None:
+        if n_axes < 1:
+            raise KilnValueError(f"ZeroSumTransform: n_axes must be >= 1, got {n_axes}")
+        self.core_ndim = self.n_axes = int(n_axes)
+
+    def forward(self, x: Any) -> Any:
+        x = kt.as_tensor(x)
+        for axis in range(-self.n_axes, 0):
+            n = kt.cast(kt.shape_i(x, axis), "float64")
+            last = x[_along(axis, slice(-1, None))]
+            x = x[_along(axis, slice(None, -1))] - last / (kt.sqrt(n) + 1.0)
+        return x
+
+    def backward(self, y: Any) -> Any:
+        y = kt.as_tensor(y)
+        for axis in range(-self.n_axes, 0):
+            root = kt.sqrt(kt.cast(kt.shape_i(y, axis), "float64") + 1.0)
+            total = kt.sum(y, axis=axis, keepdims=True)
+            y = kt.concatenate([y - total / (root * root + root), -total / root], axis=axis)
+        return y
+
+    def log_jac_det(self, y: Any) -> Any:
+        y = kt.as_tensor(y)
+        return kt.zeros_like(y[(Ellipsis, *([0] * self.n_axes))])
+
+    def forward_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        out = list(shape)
+        for axis in range(-self.n_axes, 0):
+            if out[axis] is None:
+                continue
+            if out[axis] < 1:
+                raise KilnValueError(f"zerosum: expected axes of length >= 1, got {tuple(shape)}")
+            out[axis] -= 1
+        return tuple(out)
+
+    def __repr__(self) -> str:
+        return f"ZeroSumTransform(n_axes={self.n_axes})"
 
 
 log = LogTransform()

@@ -1,0 +1,258 @@
+"""PyMC's derived multivariate distributions: logp against SciPy or NumPy, draws, transforms.
+
+LKJ densities are checked against the normalising constant of Lewandowski, Kurowicka
+and Joe (2009, section 3.2) written in NumPy, and ``LKJCholeskyCov``'s density against
+that LKJ density, the scales' SciPy density and a finite-difference Jacobian of the map
+from the packed factor to (scales, correlations).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+import kiln
+import kiln_compile
+import kiln_model as km
+import kiln_random as kr
+from kiln_graph import tensor as kt
+from kiln_model import transforms as tr
+
+BACKENDS = [b for b in ("vm", "numba") if b in kiln_compile.available_linkers()]
+
+
+def _eval(outputs, backend="vm", inputs=(), args=()):
+    f = kiln.function(list(inputs), list(outputs), mode=kiln.Mode(linker=backend))
+    return f(*args)
+
+
+# --- NumPy references ---------------------------------------------------------------
+
+
+def lkj_log_c(eta, n):
+    """Log of Lewandowski et al.'s c_n: the integral of det(C)^(eta-1) (Beta-function form)."""
+    k = np.arange(1, n)
+    log_two = np.sum((2 * eta - 2 + n - k) * (n - k)) * np.log(2.0)
+    b = eta + (n - k - 1) / 2.0
+    return log_two + np.sum((n - k) * special.betaln(b, b))
+
+
+def lkj_corr_logpdf(c_packed, eta, n):
+    corr = np.eye(n)
+    iu = np.triu_indices(n, 1)
+    corr[iu] = c_packed
+    corr[(iu[1], iu[0])] = c_packed
+    if np.any(np.linalg.eigvalsh(corr) <= 0):
+        return -np.inf
+    return (eta - 1) * np.linalg.slogdet(corr)[1] - lkj_log_c(eta, n)
+
+
+def chol_to_sd_corr(packed, n):
+    chol = np.zeros((n, n))
+    chol[np.tril_indices(n)] = packed
+    cov = chol @ chol.T
+    sd = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(sd, sd)
+    return np.concatenate([sd, corr[np.triu_indices(n, 1)]])
+
+
+def num_jacobian(f, x, h=1e-6):
+    x = np.asarray(x, dtype=float)
+    cols = []
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        cols.append((f(x + e) - f(x - e)) / (2 * h))
+    return np.stack(cols, axis=-1)
+
+
+def lkj_cholesky_cov_ref(packed, eta, n, sd_logpdf):
+    """LKJ(C) * p(sd) / |d(L) / d(sd, C)|: the density of the packed Cholesky factor."""
+    sc = chol_to_sd_corr(packed, n)
+    sd, c = sc[:n], sc[n:]
+    jac = num_jacobian(lambda p: chol_to_sd_corr(p, n), packed)
+    return lkj_corr_logpdf(c, eta, n) + np.sum(sd_logpdf(sd)) + np.linalg.slogdet(jac)[1]
+
+
+# --- LKJ -------------------------------------------------------------------------------
+
+
+def test_lkj_normaliser_matches_quadrature_for_n2():
+    for eta in (0.5, 1.0, 3.0):
+        val, _ = integrate.quad(lambda r, eta=eta: (1 - r * r) ** (eta - 1), -1, 1)
+        rv = km.LKJCorr.dist(2, eta)
+        got = _eval([km.logp(rv, np.array([0.0]))])[0]
+        np.testing.assert_allclose(got, -np.log(val), rtol=1e-10)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("n", "eta"), [(2, 0.7), (3, 2.0), (4, 1.0), (5, 3.5)])
+def test_lkjcorr_logp(backend, n, eta):
+    rng = np.random.default_rng(n)
+    m = n * (n - 1) // 2
+    # Points of the support (from a random PD matrix) and one outside (not PD).
+    a = rng.normal(size=(n, n + 2))
+    cov = a @ a.T
+    d = np.sqrt(np.diag(cov))
+    good = (cov / np.outer(d, d))[np.triu_indices(n, 1)]
+    bad = np.full(m, -0.9) if n > 2 else np.array([1.2])
+    values = np.stack([good, np.zeros(m), bad])
+    rv = km.LKJCorr.dist(n, eta)
+    got = _eval([km.logp(rv, values)], backend)[0]
+    want = [lkj_corr_logpdf(v, eta, n) for v in values]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert got[-1] == -np.inf
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("n", "eta"), [(2, 1.5), (3, 0.8), (4, 2.0)])
+def test_lkj_cholesky_cov_logp(backend, n, eta):
+    rng = np.random.default_rng(10 + n)
+    a = rng.normal(size=(n, n + 3))
+    chol = np.linalg.cholesky(a @ a.T / n)
+    packed = chol[np.tril_indices(n)]
+    sd_dist = km.Gamma.dist(2.0, 1.5, shape=n)
+    rv = km.LKJCholeskyCov.dist(eta, n, sd_dist)
+    got = _eval([km.logp(rv, packed)], backend)[0]
+    want = lkj_cholesky_cov_ref(packed, eta, n, stats.gamma(2.0, scale=1 / 1.5).logpdf)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # A negative diagonal entry is outside the support.
+    neg = packed.copy()
+    neg[0] = -neg[0]
+    assert _eval([km.logp(rv, neg)], backend)[0] == -np.inf
+
+
+def test_lkj_cholesky_cov_batched_logp():
+    n, eta = 3, np.array([1.0, 2.5])
+    rng = np.random.default_rng(3)
+    packed = []
+    for _ in range(2):
+        a = rng.normal(size=(n, n + 2))
+        packed.append(np.linalg.cholesky(a @ a.T)[np.tril_indices(n)])
+    packed = np.stack(packed)
+    rv = km.LKJCholeskyCov.dist(eta, n, km.HalfNormal.dist(2.0))
+    assert rv.type.shape == (2, 6)
+    got = _eval([km.logp(rv, packed)])[0]
+    ref = stats.halfnorm(scale=2.0).logpdf
+    want = [lkj_cholesky_cov_ref(p, e, n, ref) for p, e in zip(packed, eta, strict=True)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lkjcorr_draw_moments(backend):
+    n, eta, draws = 4, 2.0, 20_000
+    rv = km.LKJCorr.dist(n, eta, size=draws, rng=kr.rng(11))
+    d = _eval([rv], backend)[0]
+    assert d.shape == (draws, 6)
+    var = 1.0 / (2 * eta + n - 1)  # the marginal: 2 Beta(eta - 1 + n/2, same) - 1
+    se_mean = np.sqrt(var / draws)
+    np.testing.assert_allclose(d.mean(axis=0), 0.0, atol=5 * se_mean)
+    # Var of a sample variance ~ (mu4 - var^2) / draws; mu4 of the scaled Beta below.
+    a = eta - 1 + n / 2
+    mu4 = 3.0 / ((2 * a + 1) * (2 * a + 3))
+    se_var = np.sqrt((mu4 - var**2) / draws)
+    np.testing.assert_allclose(d.var(axis=0), var, atol=5 * se_var)
+    assert stats.kstest((d[:, 2] + 1) / 2, stats.beta(a, a).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lkj_cholesky_cov_draws(backend):
+    n, eta, draws = 3, 1.5, 20_000
+    rv = km.LKJCholeskyCov.dist(eta, n, km.Exponential.dist(1.0, shape=n), size=draws)
+    chol, corr, stds = km._lkj.chol_corr_stds(rv, n)
+    c, s = _eval([corr, stds], backend)
+    np.testing.assert_allclose(np.diagonal(c, axis1=1, axis2=2), 1.0, atol=1e-12)
+    off = c[:, 1, 0]
+    var = 1.0 / (2 * eta + n - 1)
+    np.testing.assert_allclose(off.mean(), 0.0, atol=5 * np.sqrt(var / draws))
+    a = eta - 1 + n / 2
+    assert stats.kstest((off + 1) / 2, stats.beta(a, a).cdf).pvalue > 1e-3
+    for i in range(n):
+        assert stats.kstest(s[:, i], stats.expon().cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [tr.CholeskyCovPacked(3), tr.CholeskyCorr(3), tr.CholeskyCorr(4), tr.CholeskyCorr(2)],
+    ids=repr,
+)
+def test_transform_round_trip_and_jacobian(transform):
+    rng = np.random.default_rng(5)
+    size = transform.n * (transform.n + 1) // 2
+    if isinstance(transform, tr.CholeskyCorr):
+        size -= transform.n
+    y = rng.normal(size=size)
+    yv = kt.tensor("y", dtype="float64", shape=(size,))
+    x = transform.backward(yv)
+    f_back = kiln.function([yv], [x, transform.log_jac_det(yv)])
+    xv, ljd = f_back(y)
+    xin = kt.tensor("x", dtype="float64", shape=(size,))
+    y_again = kiln.function([xin], [transform.forward(xin)])(xv)[0]
+    np.testing.assert_allclose(y_again, y, rtol=1e-8, atol=1e-10)
+    jac = num_jacobian(lambda v: f_back(v)[0], y)
+    np.testing.assert_allclose(ljd, np.linalg.slogdet(jac)[1], rtol=1e-6, atol=1e-7)
+
+
+def test_cholesky_corr_backward_is_positive_definite():
+    t = tr.CholeskyCorr(4)
+    y = np.random.default_rng(1).normal(scale=3.0, size=(50, 6))
+    yv = kt.tensor("y", dtype="float64", shape=(None, 6))
+    x = kiln.function([yv], [t.backward(yv)])(y)[0]
+    for row in x:
+        corr = np.eye(4)
+        corr[np.triu_indices(4, 1)] = row
+        corr = corr + np.triu(corr, 1).T
+        assert np.all(np.linalg.eigvalsh(corr) > 0)
+
+
+def test_lkj_cholesky_cov_in_model_registers_names():
+    with km.Model() as m:
+        chol, corr, stds = km.LKJCholeskyCov(
+            "chol", eta=2.0, n=3, sd_dist=km.Exponential.dist(1.0, shape=3)
+        )
+        packed = km.LKJCholeskyCov("packed", 2.0, 2, km.Exponential.dist(1.0), compute_corr=False)
+        km.LKJCholeskyCov("nt", 2.0, 2, km.Exponential.dist(1.0), store_in_trace=False)
+    assert set(m.deterministics) == {"chol_corr", "chol_stds"}
+    assert chol.type.shape == (3, 3) and corr.type.shape == (3, 3) and stds.type.shape == (3,)
+    assert packed.type.shape == (3,)
+    point = m.initial_point()
+    assert set(point) == {
+        "chol_cholesky-cov-packed__",
+        "packed_cholesky-cov-packed__",
+        "nt_cholesky-cov-packed__",
+    }
+    assert np.isfinite(m.compile_logp()(point))
+
+
+def test_lkj_bad_input():
+    with pytest.raises(ValueError, match="eta must be > 0"):
+        km.LKJCorr.dist(3, -1.0)
+    with pytest.raises(ValueError, match="n must be an integer >= 2"):
+        km.LKJCorr.dist(1, 1.0)
+    with pytest.raises(TypeError, match="sd_dist must be an unnamed draw"):
+        km.LKJCholeskyCov.dist(1.0, 3, 1.0)
+    with km.Model(), pytest.raises(TypeError, match="sd_dist must be unnamed"):
+        s = km.Exponential("s", 1.0, shape=3)
+        km.LKJCholeskyCov("c", 1.0, 3, s)
+
+
+def test_lkj_cholesky_cov_posterior_correlation():
+    rng = np.random.default_rng(42)
+    true_corr, true_sd = 0.6, np.array([1.0, 2.0])
+    cov = np.array([[1.0, true_corr], [true_corr, 1.0]]) * np.outer(true_sd, true_sd)
+    data = rng.multivariate_normal([0.0, 0.0], cov, size=200)
+    with km.Model():
+        chol, corr, stds = km.LKJCholeskyCov(
+            "chol", eta=2.0, n=2, sd_dist=km.Exponential.dist(1.0, shape=2)
+        )
+        km.MvNormal("y", np.zeros(2), chol=chol, observed=data)
+        idata = kiln.sample(tune=500, draws=500, chains=2, progressbar=False, random_seed=3)
+    r = idata.posterior["chol_corr"].values[..., 0, 1].ravel()
+    sample_r = np.corrcoef(data.T)[0, 1]
+    # The posterior of r is close to the sample correlation (sd ~ (1 - r^2) / sqrt(N)).
+    sd_post = (1 - sample_r**2) / np.sqrt(len(data))
+    assert abs(r.mean() - sample_r) < 0.5 * sd_post + 4 * r.std() / np.sqrt(200)
+    assert abs(r.mean() - true_corr) < 4 * sd_post
+    s = idata.posterior["chol_stds"].values.reshape(-1, 2).mean(axis=0)
+    np.testing.assert_allclose(s, data.std(axis=0), rtol=0.1)
