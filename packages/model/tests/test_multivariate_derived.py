@@ -22,6 +22,12 @@ from kiln_model import transforms as tr
 BACKENDS = [b for b in ("vm", "numba") if b in kiln_compile.available_linkers()]
 
 
+def _within(got, want, tol):
+    """Assert ``|got - want| <= tol`` elementwise (``tol`` an array: Monte Carlo errors)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert np.all(np.abs(got - want) <= tol), (got, want, tol)
+
+
 def _eval(outputs, backend="vm", inputs=(), args=()):
     f = kiln.function(list(inputs), list(outputs), mode=kiln.Mode(linker=backend))
     return f(*args)
@@ -256,3 +262,191 @@ def test_lkj_cholesky_cov_posterior_correlation():
     assert abs(r.mean() - true_corr) < 4 * sd_post
     s = idata.posterior["chol_stds"].values.reshape(-1, 2).mean(axis=0)
     np.testing.assert_allclose(s, data.std(axis=0), rtol=0.1)
+
+
+# --- MvStudentT, ZeroSumNormal, DirichletMultinomial, StickBreakingWeights, OrderedMultinomial
+
+
+SCALE = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]])
+MU = np.array([0.1, -0.5, 1.0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["scale", "cov", "Sigma", "tau", "chol", "chol_upper"])
+def test_mvstudentt_logp(backend, form):
+    x = np.array([[0.5, -1.0, 0.3], [3.0, 2.0, -4.0], [0.1, -0.5, 1.0]])
+    kwargs = {
+        "scale": {"scale": SCALE},
+        "cov": {"cov": SCALE},
+        "Sigma": {"Sigma": SCALE},
+        "tau": {"tau": np.linalg.inv(SCALE)},
+        "chol": {"chol": np.linalg.cholesky(SCALE)},
+        "chol_upper": {"chol": np.linalg.cholesky(SCALE).T, "lower": False},
+    }[form]
+    rv = km.MvStudentT.dist(4.5, MU, **kwargs)
+    got = _eval([km.logp(rv, x)], backend)[0]
+    want = stats.multivariate_t(MU, SCALE, df=4.5).logpdf(x)
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_mvstudentt_batched_logp_and_bad_input():
+    nu = np.array([3.0, 7.0])
+    x = np.array([[0.5, -1.0, 0.3], [3.0, 2.0, -4.0]])
+    rv = km.MvStudentT.dist(nu, MU, scale=SCALE)
+    assert rv.type.shape == (2, 3)
+    got = _eval([km.logp(rv, x)])[0]
+    want = [stats.multivariate_t(MU, SCALE, df=v).logpdf(r) for v, r in zip(nu, x, strict=True)]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    with pytest.raises(TypeError, match="exactly one of scale"):
+        km.MvStudentT.dist(3.0, MU, scale=SCALE, chol=np.eye(3))
+    with pytest.raises(ValueError, match="nu must be > 0"):
+        km.MvStudentT.dist(-1.0, MU, scale=SCALE)
+    with pytest.raises(ValueError, match="scale must be symmetric positive definite"):
+        km.MvStudentT.dist(3.0, MU[:2], scale=np.array([[1.0, 2.0], [2.0, 1.0]]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mvstudentt_draw_moments(backend):
+    nu, draws = 12.0, 40_000
+    rv = km.MvStudentT.dist(nu, MU, chol=np.linalg.cholesky(SCALE), size=draws, rng=kr.rng(2))
+    d = _eval([rv], backend)[0]
+    cov = SCALE * nu / (nu - 2)
+    _within(d.mean(axis=0), MU, 5 * np.sqrt(np.diag(cov) / draws))
+    np.testing.assert_allclose(np.cov(d.T), cov, atol=0.06)
+    # Each margin is a scaled Student's t.
+    for i in range(3):
+        ref = stats.t(nu, MU[i], np.sqrt(SCALE[i, i]))
+        assert stats.kstest(d[:, i], ref.cdf).pvalue > 1e-3
+
+
+def zero_sum_logpdf_ref(x, sigma, n_axes):
+    """Return the isotropic normal log-density of x's coordinates in a zero-sum basis."""
+    shape = x.shape[x.ndim - n_axes :]
+    basis = np.eye(1)
+    for n in shape:
+        # Orthonormal basis of the zero-sum vectors of R^n (columns), from an SVD.
+        q = np.linalg.svd(np.eye(n) - 1.0 / n)[0][:, : n - 1]
+        basis = np.kron(basis, q)
+    flat = x.reshape(*x.shape[: x.ndim - n_axes], -1)
+    coords = flat @ basis
+    return stats.norm(0, sigma).logpdf(coords).sum(axis=-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("shape", "n_axes"), [((5,), 1), ((2, 4), 1), ((3, 4), 2)])
+def test_zerosumnormal_logp_and_draws(backend, shape, n_axes):
+    sigma = 1.7
+    rv = km.ZeroSumNormal.dist(sigma, n_zerosum_axes=n_axes, shape=shape, rng=kr.rng(4))
+    x = _eval([rv], backend)[0]
+    assert x.shape == shape
+    for axis in range(-n_axes, 0):
+        np.testing.assert_allclose(x.sum(axis=axis), 0.0, atol=1e-12)
+    got = _eval([km.logp(rv, x)], backend)[0]
+    np.testing.assert_allclose(got, zero_sum_logpdf_ref(x, sigma, n_axes), rtol=1e-10)
+    off = x + 0.1  # not zero-sum
+    assert np.all(_eval([km.logp(rv, off)], backend)[0] == -np.inf)
+
+
+def test_zerosumnormal_draw_variance():
+    n, sigma, draws = 4, 2.0, 20_000
+    d = _eval([km.ZeroSumNormal.dist(sigma, shape=(draws, n), rng=kr.rng(8))])[0]
+    # x = P z with P the centering projection: Var x_i = sigma^2 (1 - 1/n).
+    var = sigma**2 * (1 - 1 / n)
+    se = var * np.sqrt(2 / draws)
+    np.testing.assert_allclose(d.var(axis=0), var, atol=5 * se)
+    np.testing.assert_allclose(np.cov(d.T)[0, 1], -(sigma**2) / n, atol=5 * se)
+
+
+@pytest.mark.parametrize("n_axes", [1, 2])
+def test_zerosum_transform_round_trip_is_isometry(n_axes):
+    t = tr.ZeroSumTransform(n_axes)
+    shape = (3, 4) if n_axes == 2 else (2, 5)
+    y = np.random.default_rng(0).normal(size=t.forward_shape(shape))
+    yv = kt.tensor("y", dtype="float64", shape=y.shape)
+    x = kiln.function([yv], [t.backward(yv)])(y)[0]
+    assert x.shape == shape
+    for axis in range(-n_axes, 0):
+        np.testing.assert_allclose(x.sum(axis=axis), 0.0, atol=1e-12)
+    xv = kt.tensor("x", dtype="float64", shape=shape)
+    np.testing.assert_allclose(kiln.function([xv], [t.forward(xv)])(x)[0], y, atol=1e-12)
+    # An isometry onto the zero-sum subspace: the Jacobian's columns are orthonormal.
+    jac = num_jacobian(
+        lambda v: kiln.function([yv], [t.backward(yv)])(v.reshape(y.shape))[0].ravel(), y.ravel()
+    )
+    np.testing.assert_allclose(jac.T @ jac, np.eye(y.size), atol=1e-8)
+    assert np.all(kiln.function([yv], [t.log_jac_det(yv)])(y)[0] == 0.0)
+
+
+def test_zerosumnormal_in_model():
+    with km.Model(coords={"g": range(4)}) as m:
+        km.ZeroSumNormal("z", 2.0, dims="g")
+        km.ZeroSumNormal("w", shape=(3, 2, 5), n_zerosum_axes=2)
+    point = m.initial_point()
+    assert point["z_zerosum__"].shape == (3,)
+    assert point["w_zerosum__"].shape == (3, 1, 4)
+    y = {"z_zerosum__": np.array([0.3, -1.0, 0.5]), "w_zerosum__": np.zeros((3, 1, 4))}
+    # The value's density: the normal density of y (the transform is an isometry).
+    want = stats.norm(0, 2.0).logpdf(y["z_zerosum__"]).sum() + 3 * 4 * stats.norm.logpdf(0.0)
+    np.testing.assert_allclose(m.compile_logp()(y), want, rtol=1e-12)
+    with pytest.raises(ValueError, match="sigma must have length 1"):
+        km.ZeroSumNormal.dist(np.ones(4), shape=(4,))
+    with pytest.raises(ValueError, match="give shape, dims or support_shape"):
+        km.ZeroSumNormal.dist(1.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dirichlet_multinomial(backend):
+    a = np.array([1.0, 2.0, 0.5])
+    values = np.array([[3, 5, 2], [0, 10, 0], [4, 4, 3]])
+    rv = km.DirichletMultinomial.dist(10, a)
+    got = _eval([km.logp(rv, values)], backend)[0]
+    want = stats.dirichlet_multinomial(a, 10).logpmf(values)
+    np.testing.assert_allclose(got[:2], want[:2], rtol=1e-10)
+    assert got[2] == -np.inf  # sums to 11
+    draws = _eval([km.DirichletMultinomial.dist(10, a, size=20_000, rng=kr.rng(3))], backend)[0]
+    assert np.all(draws.sum(axis=-1) == 10)
+    ref = stats.dirichlet_multinomial(a, 10)
+    _within(draws.mean(axis=0), ref.mean(), 5 * np.sqrt(np.diag(ref.cov()) / 20_000))
+    np.testing.assert_allclose(np.cov(draws.T), ref.cov(), rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stick_breaking_weights(backend):
+    alpha, k = 1.7, 4
+    rv = km.StickBreakingWeights.dist(alpha, k, size=20_000, rng=kr.rng(6))
+    w = _eval([rv], backend)[0]
+    assert w.shape == (20_000, 5)
+    np.testing.assert_allclose(w.sum(axis=-1), 1.0, rtol=1e-12)
+    # E[w_j] = (1 / (1 + alpha)) (alpha / (1 + alpha))^j for j < K; the rest for w_K.
+    keep = alpha / (1 + alpha)
+    mean = np.array([keep**j / (1 + alpha) for j in range(k)] + [keep**k])
+    _within(w.mean(axis=0), mean, 5 * w.std(axis=0) / np.sqrt(len(w)))
+    one = km.StickBreakingWeights.dist(alpha, k)
+    got = _eval([km.logp(one, w[:3])], backend)[0]
+    want = [stick_breaking_ref(v, alpha) for v in w[:3]]
+    np.testing.assert_allclose(got, want, rtol=1e-7)
+
+
+def stick_breaking_ref(w, alpha):
+    """Beta(1, alpha) densities of the breaks, times |d breaks / d w| (finite differences)."""
+    k = len(w) - 1
+
+    def breaks(v):
+        rest = 1.0 - np.concatenate([[0.0], np.cumsum(v[: k - 1])])
+        return v[:k] / rest
+
+    jac = num_jacobian(breaks, w[:k])
+    return stats.beta(1.0, alpha).logpdf(breaks(w[:k])).sum() + np.linalg.slogdet(jac)[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ordered_multinomial(backend):
+    eta, cut, n = 0.4, np.array([-1.0, 0.2, 1.5]), 12
+    f = stats.logistic.cdf(cut - eta)  # P(class <= k)
+    p = np.diff(np.concatenate([[0.0], f, [1.0]]))
+    values = np.array([[2, 3, 4, 3], [0, 0, 12, 0]])
+    rv = km.OrderedMultinomial.dist(eta, cut, n)
+    got = _eval([km.logp(rv, values)], backend)[0]
+    np.testing.assert_allclose(got, stats.multinomial(n, p).logpmf(values), rtol=1e-10)
+    draws = _eval([km.OrderedMultinomial.dist(eta, cut, n, size=20_000, rng=kr.rng(9))], backend)[0]
+    _within(draws.mean(axis=0), n * p, 5 * np.sqrt(n * p * (1 - p) / 20_000))

@@ -92,6 +92,11 @@ from kiln_model._model import set_data as set_data
 from kiln_model._multivariate import Dirichlet as Dirichlet
 from kiln_model._multivariate import Multinomial as Multinomial
 from kiln_model._multivariate import MvNormal as MvNormal
+from kiln_model._multivariate_derived import DirichletMultinomial as DirichletMultinomial
+from kiln_model._multivariate_derived import MvStudentT as MvStudentT
+from kiln_model._multivariate_derived import OrderedMultinomial as OrderedMultinomial
+from kiln_model._multivariate_derived import StickBreakingWeights as StickBreakingWeights
+from kiln_model._multivariate_derived import ZeroSumNormal as ZeroSumNormal
 from kiln_model._timeseries import AR as AR
 from kiln_model._timeseries import GARCH11 as GARCH11
 from kiln_model._timeseries import EulerMaruyama as EulerMaruyama
