@@ -294,6 +294,53 @@ def imputed_normal() -> Port:
     )
 
 
+@port
+def random_walk_trend() -> Port:
+    """Port a latent Gaussian random walk observed with noise (exact: a Gaussian posterior)."""
+    rng = np.random.default_rng(9)
+    steps, walk_sd, noise_sd = 29, 0.3, 0.5
+    truth = np.cumsum(rng.normal(0.0, walk_sd, steps + 1))
+    y = truth + rng.normal(0.0, noise_sd, steps + 1)
+    with kl.Model(coords={"t": np.arange(steps + 1)}) as model:
+        x = kl.GaussianRandomWalk(
+            "x", mu=0.0, sigma=walk_sd, init_dist=kl.Normal.dist(0.0, 10.0), dims="t"
+        )
+        kl.Normal("y", mu=x, sigma=noise_sd, observed=y, dims="t")
+    # Prior precision: x_0 ~ N(0, 10^2), x_t - x_{t-1} ~ N(0, walk_sd^2).
+    n = steps + 1
+    d = np.eye(n) - np.eye(n, k=-1)
+    scale = np.full(n, 1.0 / walk_sd)
+    scale[0] = 1.0 / 10.0
+    d[0] = np.eye(n)[0]
+    prec = (d * scale[:, None] ** 2).T @ d + np.eye(n) / noise_sd**2
+    cov = np.linalg.inv(prec)
+    mean = cov @ (y / noise_sd**2)
+    picks = {"x[0]": 0, "x[15]": 15, "x[29]": 29}
+    return Port(
+        model,
+        {k: (float(mean[i]), float(np.sqrt(cov[i, i]))) for k, i in picks.items()},
+        quantity={k: (lambda post, i=i: post["x"].values[..., i]) for k, i in picks.items()},
+    )
+
+
+@port
+def autoregressive_order_one() -> Port:
+    """Port an AR(1) series with an unknown coefficient (``pm.AR`` with ``rho=[rho]``)."""
+    rng = np.random.default_rng(10)
+    y = np.zeros(150)
+    for t in range(1, len(y)):
+        y[t] = 0.5 * y[t - 1] + rng.normal()
+    with kl.Model() as model:
+        rho = kl.Uniform("rho", -1.0, 1.0)
+        kl.AR("y", rho=[rho], sigma=1.0, init_dist=kl.Normal.dist(0.0, 1.0), observed=y)
+
+    def log_post(r: np.ndarray) -> np.ndarray:
+        return sum(stats.norm.logpdf(y[t] - r * y[t - 1]) for t in range(1, len(y)))
+
+    ((mean, sd),) = grid_moments(log_post, np.linspace(-0.1, 0.99, 1091))
+    return Port(model, {"rho": (mean, sd)})
+
+
 # --- the test -------------------------------------------------------------------------
 
 
