@@ -104,6 +104,24 @@ CASES = {
         stats.invgamma(a_i, scale=b_i),
         X_POS,
     ),
+    "skewnormal_tau": (
+        km.SkewNormal.dist(0.5, tau=0.25, alpha=2.0),
+        km.SkewNormal.dist(0.5, 2.0, 2.0),
+        stats.skewnorm(2.0, 0.5, 2.0),
+        X_REAL,
+    ),
+    "logitnormal_tau": (
+        km.LogitNormal.dist(0.2, tau=4.0),
+        km.LogitNormal.dist(0.2, 0.5),
+        None,
+        X_UNIT,
+    ),
+    "skewstudentt_lam": (
+        km.SkewStudentT.dist(2.0, 3.0, 0.5, lam=0.25),
+        km.SkewStudentT.dist(2.0, 3.0, 0.5, 2.0),
+        stats.jf_skew_t(2.0, 3.0, loc=0.5, scale=2.0),
+        X_REAL,
+    ),
     "exponential_scale": (
         km.Exponential.dist(scale=2.5),
         km.Exponential.dist(0.4),
@@ -118,8 +136,24 @@ def test_alternative_equals_base_and_scipy(case):
     alt, base, ref, x = CASES[case]
     got = _logp(alt, x)
     np.testing.assert_allclose(got, _logp(base, x), rtol=1e-12)
-    expected = 2 * stats.t(5.0, 0.0, 3.0).pdf(x) if ref is None else ref.pdf(x)
-    np.testing.assert_allclose(got, np.log(expected), rtol=1e-10)
+    if case == "halfstudentt_lam":
+        expected = np.log(2 * stats.t(5.0, 0.0, 3.0).pdf(x))
+    elif case == "logitnormal_tau":
+        lx = np.log(x) - np.log1p(-x)
+        expected = stats.norm(0.2, 0.5).logpdf(lx) - np.log(x) - np.log1p(-x)
+    else:
+        expected = ref.logpdf(x)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+
+
+def test_hurdle_lognormal_tau():
+    x = np.array([0.0, 0.4, 2.0])
+    got = _logp(km.HurdleLogNormal.dist(0.7, 0.1, tau=4.0), x)
+    np.testing.assert_allclose(got, _logp(km.HurdleLogNormal.dist(0.7, 0.1, 0.5), x), rtol=1e-12)
+    expected = np.where(
+        x == 0, np.log(0.3), np.log(0.7) + stats.lognorm(0.5, scale=np.exp(0.1)).logpdf(x)
+    )
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
 def test_scipy_moments_of_converted_parameters():
@@ -185,6 +219,10 @@ def test_model_variables_take_alternatives():
         (lambda: km.Beta.dist(mu=0.5, sigma=0.6), r"Beta: sigma must be < sqrt"),
         (lambda: km.Beta.dist(mu=1.5, nu=2.0), r"Beta: mu must be in \(0, 1\)"),
         (lambda: km.Gamma.dist(mu=1.0, sigma=-1.0), r"Gamma: sigma must be > 0"),
+        (lambda: km.SkewNormal.dist(0.0, 1.0, 2.0, 4.0), r"SkewNormal: can't pass both tau"),
+        (lambda: km.HurdleLogNormal.dist(0.5, 0.0, 1.0, 4.0), r"HurdleLogNormal: can't pass"),
+        (lambda: km.LogitNormal.dist(0.0, 1.0, 4.0), r"LogitNormal: can't pass both tau"),
+        (lambda: km.SkewStudentT.dist(1.0, 1.0, 0.0, 1.0, 4.0), r"SkewStudentT: can't pass"),
     ],
 )
 def test_bad_combinations_raise_naming_the_class(make, pattern):

@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnValueError, TensorVariable
+from kiln_graph import TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._continuous import Gamma, _interval_transform
 from kiln_model._distribution import broadcast_like, density_of, icdf_bound
 from kiln_model._math import LOG_2, LOG_2PI, bound, log_diff_exp, normal_lcdf
+from kiln_model._parametrizations import precision
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
 
 _EULER = 0.5772156649015329
@@ -203,17 +204,9 @@ class SkewNormal(SymbolicDistribution):
     """SkewNormal(mu, sigma, alpha, tau=): density ``2 phi(z) Phi(alpha z) / sigma``."""
 
     params = ("mu", "sigma", "alpha", "tau")
-    defaults = {"mu": 0.0, "alpha": 0.0}
-    param_checks = _positive("sigma", "tau")
-
-    @classmethod
-    def rv_params(cls, **p: Any) -> tuple[Any, ...]:
-        sigma, tau = p.get("sigma"), p.get("tau")
-        if sigma is not None and tau is not None:
-            raise KilnValueError("SkewNormal: give sigma or tau, not both")
-        if sigma is None:
-            sigma = 1.0 if tau is None else 1.0 / kt.sqrt(kt.as_tensor(tau, dtype="float64"))
-        return (p["mu"], sigma, p["alpha"])
+    defaults = {"mu": 0.0, "sigma": 1.0, "alpha": 0.0}
+    alternatives = (precision("tau", "sigma"),)
+    param_checks = _positive("sigma")
 
     @classmethod
     def build(cls, mu: Any, sigma: Any, alpha: Any, *, size: Any, rng: Any) -> TensorVariable:

@@ -24,6 +24,7 @@ from kiln_model._continuous import Gamma, LogNormal
 from kiln_model._discrete import Binomial, NegativeBinomial, Poisson
 from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
 from kiln_model._math import bound, log1m, log_diff_exp, normal_lcdf
+from kiln_model._parametrizations import precision
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
 
 _PSI_CHECK = (("psi",), lambda psi: (psi >= 0) & (psi <= 1), "psi must be in [0, 1]")
@@ -451,23 +452,9 @@ class HurdleLogNormal(_ContinuousHurdle):
     """HurdleLogNormal(psi, mu, sigma) or (psi, mu, tau=...): 0 w.p. ``1 - psi``, else LogNormal."""
 
     params = ("psi", "mu", "sigma", "tau")
-    param_checks = (
-        _PSI_CHECK,
-        (("sigma",), lambda s: s > 0, "sigma must be > 0"),
-        (("tau",), lambda t: t > 0, "tau must be > 0"),
-    )
-
-    @classmethod
-    def rv_params(
-        cls, psi: Any = None, mu: Any = 0.0, sigma: Any = None, tau: Any = None
-    ) -> tuple[Any, ...]:
-        if psi is None:
-            raise KilnTypeError(f"{cls.__name__}: missing parameter 'psi'")
-        if sigma is not None and tau is not None:
-            raise KilnTypeError(f"{cls.__name__}: give sigma or tau, not both")
-        if tau is not None:
-            sigma = 1.0 / kt.sqrt(_f(tau))
-        return (psi, 0.0 if mu is None else mu, 1.0 if sigma is None else sigma)
+    defaults = {"mu": 0.0, "sigma": 1.0}
+    alternatives = (precision("tau", "sigma"),)
+    param_checks = (_PSI_CHECK, (("sigma",), lambda s: s > 0, "sigma must be > 0"))
 
     @classmethod
     def build(cls, psi: Any, mu: Any, sigma: Any, *, size: Any, rng: Any) -> TensorVariable:
