@@ -450,3 +450,148 @@ def test_ordered_multinomial(backend):
     np.testing.assert_allclose(got, stats.multinomial(n, p).logpmf(values), rtol=1e-10)
     draws = _eval([km.OrderedMultinomial.dist(eta, cut, n, size=20_000, rng=kr.rng(9))], backend)[0]
     _within(draws.mean(axis=0), n * p, 5 * np.sqrt(n * p * (1 - p) / 20_000))
+
+
+# --- Wishart, WishartBartlett, MatrixNormal, KroneckerNormal, CAR, ICAR ----------------
+
+V2 = np.array([[2.0, 0.3], [0.3, 1.0]])
+U3 = np.array([[1.0, 0.2, 0.1], [0.2, 2.0, 0.3], [0.1, 0.3, 1.5]])
+RING = np.array([[0, 1, 0, 1], [1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 1, 0.0]])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_wishart_logp_and_draws(backend):
+    xs = np.stack([np.array([[3.0, 0.5], [0.5, 2.0]]), np.array([[0.4, -0.1], [-0.1, 0.2]])])
+    rv = km.Wishart.dist(5.0, V2)
+    got = _eval([km.logp(rv, xs)], backend)[0]
+    np.testing.assert_allclose(got, stats.wishart(5.0, V2).logpdf(xs.transpose(1, 2, 0)))
+    not_pd = np.array([[1.0, 2.0], [2.0, 1.0]])
+    assert _eval([km.logp(rv, not_pd)], backend)[0] == -np.inf
+    draws = 20_000
+    d = _eval([km.Wishart.dist(5.0, V2, size=draws, rng=kr.rng(12))], backend)[0]
+    ref = stats.wishart(5.0, V2)
+    # Var(X_ij) = nu (V_ij^2 + V_ii V_jj).
+    se = np.sqrt(5.0 * (V2**2 + np.outer(np.diag(V2), np.diag(V2))) / draws)
+    _within(d.mean(axis=0), ref.mean(), 5 * se)
+    assert stats.kstest(d[:, 1, 1], stats.gamma(2.5, scale=2 * V2[1, 1]).cdf).pvalue > 1e-3
+    with pytest.raises(ValueError, match="nu must be > p - 1"):
+        km.Wishart.dist(0.5, V2)
+
+
+def test_wishart_bartlett_prior_mean():
+    nu = 6.0
+    with km.Model() as m:
+        km.WishartBartlett("P", V2, nu)
+        km.WishartBartlett("L", np.linalg.cholesky(V2), nu, is_cholesky=True, return_cholesky=True)
+    assert {"P_c", "P_z", "L_c", "L_z"} <= set(m.variables)
+    idata = kiln.sample_prior_predictive(draws=20_000, random_seed=5, model=m)
+    p = idata.prior["P"].values.reshape(-1, 2, 2)
+    se = np.sqrt(nu * (V2**2 + np.outer(np.diag(V2), np.diag(V2))) / len(p))
+    _within(p.mean(axis=0), nu * V2, 5 * se)
+    chol = idata.prior["L"].values.reshape(-1, 2, 2)
+    assert np.all(np.triu(chol, 1) == 0)
+    _within((chol @ chol.transpose(0, 2, 1)).mean(axis=0), nu * V2, 5 * se)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["cov", "chol", "tau"])
+def test_matrix_normal(backend, form):
+    mu = np.arange(6.0).reshape(3, 2)
+    rows = {"cov": {"rowcov": U3}, "chol": {"rowchol": np.linalg.cholesky(U3)}}
+    rows["tau"] = {"rowtau": np.linalg.inv(U3)}
+    cols = {"cov": {"colcov": V2}, "chol": {"colchol": np.linalg.cholesky(V2)}}
+    cols["tau"] = {"coltau": np.linalg.inv(V2)}
+    rv = km.MatrixNormal.dist(mu, **rows[form], **cols[form])
+    x = np.random.default_rng(0).normal(size=(2, 3, 2))
+    got = _eval([km.logp(rv, x)], backend)[0]
+    ref = stats.matrix_normal(mu, U3, V2)
+    np.testing.assert_allclose(got, [ref.logpdf(v) for v in x], rtol=1e-10)
+    if form == "chol":
+        d = _eval([km.MatrixNormal.dist(mu, **rows[form], **cols[form], size=20_000)], backend)[0]
+        cov = np.cov(d.reshape(len(d), -1).T)  # vec by rows: kron(rowcov, colcov)
+        np.testing.assert_allclose(cov, np.kron(U3, V2), atol=0.1)
+        _within(d.mean(axis=0), mu, 5 * np.sqrt(np.outer(np.diag(U3), np.diag(V2)) / 20_000))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["covs", "chols", "evds"])
+def test_kronecker_normal(backend, form):
+    factors = {
+        "covs": [U3, V2],
+        "chols": [np.linalg.cholesky(U3), np.linalg.cholesky(V2)],
+        "evds": [np.linalg.eigh(U3), np.linalg.eigh(V2)],
+    }[form]
+    mu = np.linspace(-1, 1, 6)
+    rv = km.KroneckerNormal.dist(mu, **{form: factors}, sigma=0.5)
+    x = np.random.default_rng(1).normal(size=(3, 6))
+    cov = np.kron(U3, V2) + 0.25 * np.eye(6)
+    got = _eval([km.logp(rv, x)], backend)[0]
+    np.testing.assert_allclose(got, stats.multivariate_normal(mu, cov).logpdf(x), rtol=1e-10)
+    d = _eval([km.KroneckerNormal.dist(mu, covs=[U3, V2], size=20_000)], backend)[0]
+    np.testing.assert_allclose(np.cov(d.T), np.kron(U3, V2), atol=0.1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_car(backend):
+    alpha, tau = 0.5, 2.0
+    q = tau * (np.diag(RING.sum(axis=1)) - alpha * RING)
+    mu = np.array([0.0, 1.0, -1.0, 0.5])
+    x = np.random.default_rng(2).normal(size=(3, 4))
+    rv = km.CAR.dist(mu, RING, alpha, tau)
+    got = _eval([km.logp(rv, x)], backend)[0]
+    ref = stats.multivariate_normal(mu, np.linalg.inv(q))
+    np.testing.assert_allclose(got, ref.logpdf(x), rtol=1e-10)
+    d = _eval([km.CAR.dist(mu, RING, alpha, tau, size=20_000, rng=kr.rng(1))], backend)[0]
+    np.testing.assert_allclose(np.cov(d.T), np.linalg.inv(q), atol=0.02)
+    with pytest.raises(ValueError, match="alpha must be in"):
+        km.CAR.dist(mu, RING, 1.5, tau)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_icar(backend):
+    sigma, zsd = 1.5, 0.01
+    x = np.random.default_rng(3).normal(size=(2, 4))
+    rv = km.ICAR.dist(RING, sigma, zsd)
+    got = _eval([km.logp(rv, x)], backend)[0]
+    # The same quadratic form through the graph Laplacian D - W (not the edge list).
+    lap = np.diag(RING.sum(axis=1)) - RING
+    want = [-0.5 * v @ lap @ v / sigma**2 - 0.5 * (v.sum() / (zsd * 4)) ** 2 for v in x]
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    d = _eval([km.ICAR.dist(RING, sigma, zsd, size=20_000, rng=kr.rng(2))], backend)[0]
+    prec = lap / sigma**2 + np.ones((4, 4)) / (zsd * 4) ** 2
+    np.testing.assert_allclose(np.cov(d.T), np.linalg.inv(prec), atol=0.05)
+    assert abs(d.sum(axis=1)).max() < 10 * zsd * 4
+    with pytest.raises(ValueError, match="0 and 1 only"):
+        km.ICAR.dist(RING * 0.5)
+    with pytest.raises(ValueError, match="without neighbours"):
+        km.ICAR.dist(np.zeros((3, 3)))
+
+
+# --- MvNormal draws at a covariance that is not positive definite -----------------------
+
+
+NOT_PD = [
+    np.array([[1.0, 1.0], [1.0, 1.0]]),  # singular
+    np.array([[1.0, 1.0 + 1e-12], [1.0 + 1e-12, 1.0]]),  # indefinite by rounding
+    np.array([[1.0, 2.0], [2.0, 1.0]]),  # indefinite
+]
+
+
+@pytest.mark.parametrize("cov", NOT_PD, ids=["singular", "rounding", "indefinite"])
+def test_mvnormal_constant_cov_not_pd_is_refused(cov):
+    # Checked where the draw is built, so on every backend (JAX included).
+    with pytest.raises(ValueError, match="cov must be symmetric positive definite"):
+        km.MvNormal.dist(np.zeros(2), cov)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cov", NOT_PD, ids=["singular", "rounding", "indefinite"])
+def test_mvnormal_draws_raise_for_cov_not_pd(backend, cov):
+    # A covariance known only at run time: the draw raises rather than return NaN
+    # (PyMC 6.4 returns NaN draws without a warning).
+    c = kt.tensor("c", dtype="float64", shape=(2, 2))
+    rv = kr.multivariate_normal(np.zeros(2), c, size=3, rng=kr.rng(1))
+    f = kiln.function([c], [rv], mode=kiln.Mode(linker=backend))
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        f(cov)
+    assert np.all(np.isfinite(f(np.eye(2))[0]))

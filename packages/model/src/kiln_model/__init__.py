@@ -97,6 +97,12 @@ from kiln_model._multivariate_derived import MvStudentT as MvStudentT
 from kiln_model._multivariate_derived import OrderedMultinomial as OrderedMultinomial
 from kiln_model._multivariate_derived import StickBreakingWeights as StickBreakingWeights
 from kiln_model._multivariate_derived import ZeroSumNormal as ZeroSumNormal
+from kiln_model._multivariate_matrix import CAR as CAR
+from kiln_model._multivariate_matrix import ICAR as ICAR
+from kiln_model._multivariate_matrix import KroneckerNormal as KroneckerNormal
+from kiln_model._multivariate_matrix import MatrixNormal as MatrixNormal
+from kiln_model._multivariate_matrix import Wishart as Wishart
+from kiln_model._multivariate_matrix import WishartBartlett as WishartBartlett
 from kiln_model._timeseries import AR as AR
 from kiln_model._timeseries import GARCH11 as GARCH11
 from kiln_model._timeseries import EulerMaruyama as EulerMaruyama
