@@ -14,7 +14,7 @@ import kiln_model as km
 from kiln_compile import available_linkers
 from kiln_graph import KilnTypeError, KilnValueError
 from kiln_graph import tensor as kt
-from kiln_model._timeseries import affine_scan
+from kiln_model._affine_scan import affine_scan
 
 BACKENDS = [b for b in ("vm", "numba") if b in available_linkers()]
 

@@ -11,6 +11,8 @@ Examples
 """
 
 from kiln_model import _transforms as transforms  # noqa: F401  (kiln_model.transforms)
+from kiln_model._autoregressive import AR as AR
+from kiln_model._autoregressive import GARCH11 as GARCH11
 from kiln_model._censored import Censored as Censored
 from kiln_model._compiled import Block as Block
 from kiln_model._compiled import CompiledModel as CompiledModel
@@ -103,12 +105,10 @@ from kiln_model._multivariate_matrix import KroneckerNormal as KroneckerNormal
 from kiln_model._multivariate_matrix import MatrixNormal as MatrixNormal
 from kiln_model._multivariate_matrix import Wishart as Wishart
 from kiln_model._multivariate_matrix import WishartBartlett as WishartBartlett
-from kiln_model._timeseries import AR as AR
-from kiln_model._timeseries import GARCH11 as GARCH11
-from kiln_model._timeseries import EulerMaruyama as EulerMaruyama
-from kiln_model._timeseries import GaussianRandomWalk as GaussianRandomWalk
-from kiln_model._timeseries import MvGaussianRandomWalk as MvGaussianRandomWalk
-from kiln_model._timeseries import RandomWalk as RandomWalk
+from kiln_model._sde import EulerMaruyama as EulerMaruyama
 from kiln_model._triangular import expand_packed_triangular as expand_packed_triangular
 from kiln_model._truncated import Truncated as Truncated
 from kiln_model._validate import check_initial_point as check_initial_point
+from kiln_model._walks import GaussianRandomWalk as GaussianRandomWalk
+from kiln_model._walks import MvGaussianRandomWalk as MvGaussianRandomWalk
+from kiln_model._walks import RandomWalk as RandomWalk
