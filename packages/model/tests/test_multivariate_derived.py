@@ -595,3 +595,80 @@ def test_mvnormal_draws_raise_for_cov_not_pd(backend, cov):
     with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
         f(cov)
     assert np.all(np.isfinite(f(np.eye(2))[0]))
+
+
+# --- gradients against finite differences; draws on every installed backend ---------------
+
+
+def _gradient_model():
+    rng = np.random.default_rng(0)
+    with km.Model() as m:
+        chol, _, _ = km.LKJCholeskyCov("chol", 2.0, 3, km.Exponential.dist(1.0, shape=3))
+        km.MvNormal("y", np.zeros(3), chol=chol, observed=rng.normal(size=(5, 3)))
+        km.LKJCorr("r", 3, 1.5)
+        km.ZeroSumNormal("z", 1.3, shape=(2, 3), n_zerosum_axes=2)
+        nu = km.Gamma("nu", 4.0, 0.5)
+        km.MvStudentT("t", nu + 1.0, MU, scale=SCALE, observed=rng.normal(size=(4, 3)))
+        a = km.HalfNormal("a", 2.0, shape=3)
+        km.DirichletMultinomial("dm", 10, a + 0.1, observed=[[3, 5, 2], [0, 9, 1]])
+        alpha = km.HalfNormal("alpha", 2.0)
+        km.StickBreakingWeights("w", alpha + 0.2, 4)
+        eta = km.Normal("eta", 0.0, 1.0)
+        km.OrderedMultinomial("om", eta, [-1.0, 0.5], 6, observed=[1, 3, 2])
+        km.Wishart("wish", nu + 2.0, V2, observed=np.array([[3.0, 0.5], [0.5, 2.0]]))
+        km.MatrixNormal("mn", np.zeros((3, 2)), rowchol=np.linalg.cholesky(U3), colcov=V2)
+        km.KroneckerNormal("kn", np.zeros(6), covs=[U3, V2], sigma=alpha + 0.1)
+        tau = km.HalfNormal("tau", 1.0)
+        km.CAR("car", np.zeros(4), RING, 0.4, tau + 0.5)
+        km.ICAR("icar", RING, sigma=tau + 0.5, zero_sum_stdev=0.1)
+    return m
+
+
+def test_gradients_match_finite_differences():
+    cm = _gradient_model().logp_dlogp_function(mode=kiln.Mode(linker="vm"))
+    for seed in (0, 1):
+        x = cm.initial_point(seed)
+        logp, grad = cm.logp_dlogp(x)
+        assert np.isfinite(logp) and np.all(np.isfinite(grad))
+        fd = np.array([(cm.logp(x + e) - cm.logp(x - e)) / 2e-5 for e in np.eye(x.size) * 1e-5])
+        names = [b.name for b in cm.layout for _ in range(b.slice.stop - b.slice.start)]
+        bad = [
+            (n, g, d)
+            for n, g, d in zip(names, grad, fd, strict=True)
+            if not np.isclose(g, d, rtol=1e-6, atol=1e-6)
+        ]
+        assert not bad, bad
+
+
+ALL_BACKENDS = [b for b in ("vm", "numba", "jax") if b in kiln_compile.available_linkers()]
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_draws_on_every_backend(backend):
+    draws = {
+        "lkjcov": km.LKJCholeskyCov.dist(2.0, 3, km.Gumbel.dist(3.0, 0.1), size=4),
+        "lkjcorr": km.LKJCorr.dist(3, 2.0, size=4, return_matrix=True),
+        "mvt": km.MvStudentT.dist(4.0, MU, scale=SCALE, size=3),
+        "zsn": km.ZeroSumNormal.dist(1.0, n_zerosum_axes=2, shape=(2, 3, 4)),
+        "dm": km.DirichletMultinomial.dist(10, np.ones(3), size=2),
+        "sbw": km.StickBreakingWeights.dist(1.0, 4, size=2),
+        "om": km.OrderedMultinomial.dist(0.0, np.array([-1.0, 1.0]), 5),
+        "wish": km.Wishart.dist(5.0, V2, size=2),
+        "mn": km.MatrixNormal.dist(np.zeros((3, 2)), rowcov=U3, colcov=V2),
+        "kn": km.KroneckerNormal.dist(np.zeros(6), covs=[U3, V2]),
+        "car": km.CAR.dist(np.zeros(4), RING, 0.5, 1.0, size=3),
+        "icar": km.ICAR.dist(RING, size=2),
+    }
+    out = dict(zip(draws, _eval(list(draws.values()), backend), strict=True))
+    shapes = {"lkjcov": (4, 6), "lkjcorr": (4, 3, 3), "mvt": (3, 3), "zsn": (2, 3, 4)}
+    shapes |= {"dm": (2, 3), "sbw": (2, 5), "om": (3,), "wish": (2, 2, 2), "mn": (3, 2)}
+    shapes |= {"kn": (6,), "car": (3, 4), "icar": (2, 4)}
+    assert {k: v.shape for k, v in out.items()} == shapes
+    assert all(np.all(np.isfinite(v)) for v in out.values())
+    assert np.all(np.linalg.eigvalsh(out["lkjcorr"]) > 0)
+    np.testing.assert_allclose(np.diagonal(out["lkjcorr"], axis1=1, axis2=2), 1.0)
+    np.testing.assert_allclose(out["zsn"].sum(axis=(-1)), 0.0, atol=1e-12)
+    np.testing.assert_allclose(out["zsn"].sum(axis=(-2)), 0.0, atol=1e-12)
+    assert np.all(out["dm"].sum(axis=-1) == 10) and out["om"].sum() == 5
+    np.testing.assert_allclose(out["sbw"].sum(axis=-1), 1.0)
+    assert np.all(np.linalg.eigvalsh(out["wish"]) > 0)
