@@ -21,6 +21,7 @@ from typing import Any
 
 import kiln_model as _km
 from kiln_model import Distribution as Distribution
+from kiln_model import WishartBartlett as WishartBartlett  # a function, as in PyMC
 from kiln_model import logcdf as logcdf
 from kiln_model import logp as logp
 from kiln_model import transforms as transforms
@@ -113,4 +114,11 @@ def _kiln_getattr(name: str) -> Any:
     raise missing_name_error("kiln", name)
 
 
-__all__ = ["Distribution", "logcdf", "logp", "transforms", *sorted(DISTRIBUTIONS)]
+__all__ = [
+    "Distribution",
+    "WishartBartlett",
+    "logcdf",
+    "logp",
+    "transforms",
+    *sorted(DISTRIBUTIONS),
+]
