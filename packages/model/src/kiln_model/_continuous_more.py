@@ -332,7 +332,7 @@ class VonMises(Distribution):
 
     @classmethod
     def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
-        return tr.interval(kt.as_tensor(-np.pi), kt.as_tensor(np.pi))
+        return _interval_transform(kt.as_tensor(-np.pi), kt.as_tensor(np.pi))
 
 
 class Interpolated(SymbolicDistribution):
@@ -428,4 +428,4 @@ class Interpolated(SymbolicDistribution):
     @classmethod
     def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
         _, (x, _) = density_of(rv)
-        return tr.interval(x[0], x[-1])
+        return _interval_transform(x[0], x[-1])
