@@ -269,6 +269,31 @@ GRADIENT_CASES = [
         (2.0, 1.5, 0.6, 0.4),
     ),
     ("wald_logcdf", lambda v, mu, lam: km.logcdf(km.Wald.dist(mu, lam), v), (0.8, 1.5, 2.0)),
+    # Near the edges of the support and of the parameters:
+    ("wald_near_0", lambda v, mu, lam: km.logp(km.Wald.dist(mu, lam), v), (0.02, 1.5, 2.0)),
+    ("rice_near_0", lambda v, nu, s: km.logp(km.Rice.dist(nu, s), v), (1e-3, 2.0, 0.8)),
+    ("rice_far_tail", lambda v, nu, s: km.logp(km.Rice.dist(nu, s), v), (30.0, 2.0, 0.8)),
+    (
+        "logitnormal_near_1",
+        lambda v, mu, s: km.logp(km.LogitNormal.dist(mu, s), v),
+        (0.999, 0.2, 0.9),
+    ),
+    ("vonmises_near_pi", lambda v, mu, k: km.logp(km.VonMises.dist(mu, k), v), (3.1, -0.5, 0.3)),
+    (
+        "triangular_near_lower",
+        lambda v, lo, c, hi: km.logp(km.Triangular.dist(lo, c, hi), v),
+        (-0.999, -1.0, 0.5, 2.0),
+    ),
+    (
+        "skew_student_t_far_left",
+        lambda v, a, b, mu, s: km.logp(km.SkewStudentT.dist(a, b, mu, s), v),
+        (-300.0, 2.0, 5.0, 0.5, 1.5),
+    ),
+    (
+        "interpolated_near_upper",
+        lambda v: km.logcdf(km.Interpolated.dist(XP, FP), v),
+        (3.999,),
+    ),
 ]
 
 
