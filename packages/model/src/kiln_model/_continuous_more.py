@@ -374,19 +374,16 @@ class Interpolated(SymbolicDistribution):
 
     @staticmethod
     def _segments(x: Any, pdf: Any) -> tuple[Any, Any, Any, Any, Any]:
-        """Return each segment's left point, width, left density, slope and the total area."""
+        """Return each segment's left point, width, left density, slope and area."""
         x0, w = x[:-1], x[1:] - x[:-1]
         p0 = pdf[:-1]
-        slope = (pdf[1:] - p0) / w
-        area = 0.5 * (p0 + pdf[1:]) * w
-        return x0, w, p0, slope, kt.sum(area)
+        return x0, w, p0, (pdf[1:] - p0) / w, 0.5 * (p0 + pdf[1:]) * w
 
     @classmethod
     def build(cls, x: Any, pdf: Any, *, size: Any, rng: Any) -> TensorVariable:
-        x0, _, p0, slope, total = cls._segments(x, pdf)
-        areas = 0.5 * (2.0 * p0 + slope * (x[1:] - x0)) * (x[1:] - x0)
+        x0, _, p0, slope, areas = cls._segments(x, pdf)
         cum = kt.cumsum(areas)
-        target = kr.uniform(size=size if size is not None else (), rng=rng) * total
+        target = kr.uniform(size=size if size is not None else (), rng=rng) * cum[-1]
         # The segment holding the target: the number of segment ends at or below it.
         n_seg = kt.shape_i(areas, 0)
         seg = kt.minimum(
@@ -395,12 +392,14 @@ class Interpolated(SymbolicDistribution):
         before = kt.concatenate([kt.zeros((1,), dtype="float64"), cum[:-1]])
         rest = target - before[seg]
         p, s = p0[seg], slope[seg]
-        d = 2.0 * rest / (p + kt.sqrt(kt.maximum(p * p + 2.0 * s * rest, 0.0)))
+        # The root of p d + s d^2 / 2 = rest, in the form that cancels no digits.
+        root = p + kt.sqrt(kt.maximum(p * p + 2.0 * s * rest, 0.0))
+        d = kt.switch(rest > 0, 2.0 * rest / kt.switch(rest > 0, root, 1.0), 0.0)
         return kt.clip(x0[seg] + d, x[0], x[-1])
 
     @staticmethod
     def logp(value: Any, x: Any, pdf: Any) -> TensorVariable:
-        x0, w, p0, slope, total = Interpolated._segments(x, pdf)
+        x0, w, p0, slope, areas = Interpolated._segments(x, pdf)
         v = kt.expand_dims(value, -1)
         n = kt.shape_i(x0, 0)
         last = kt.eq(kt.arange(n), n - 1)
@@ -409,21 +408,20 @@ class Interpolated(SymbolicDistribution):
         )
         density = kt.sum(kt.switch(inside, p0 + slope * (v - x0), 0.0), axis=-1)
         ok = kt.logical_and(value >= x[0], value <= x[-1])
-        return kt.switch(ok, kt.log(density) - kt.log(total), -np.inf)
+        return kt.switch(ok, kt.log(density) - kt.log(kt.sum(areas)), -np.inf)
 
     @staticmethod
     def logcdf(value: Any, x: Any, pdf: Any) -> TensorVariable:
-        x0, w, p0, slope, total = Interpolated._segments(x, pdf)
+        x0, w, p0, slope, areas = Interpolated._segments(x, pdf)
         d = kt.clip(kt.expand_dims(value, -1) - x0, 0.0, w)
         mass = kt.sum(p0 * d + 0.5 * slope * d * d, axis=-1)
-        return kt.switch(value <= x[0], -np.inf, kt.log(mass) - kt.log(total))
+        return kt.switch(value <= x[0], -np.inf, kt.log(mass) - kt.log(kt.sum(areas)))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, x: Any, pdf: Any) -> TensorVariable:
-        _, w, p0, slope, total = cls._segments(x, pdf)
-        areas = 0.5 * (2.0 * p0 + slope * w) * w
+        *_, areas = cls._segments(x, pdf)
         mid = 0.5 * (x[1:] + x[:-1])
-        return broadcast_like(kt.sum(areas * mid) / total, rv)
+        return broadcast_like(kt.sum(areas * mid) / kt.sum(areas), rv)
 
     @classmethod
     def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
