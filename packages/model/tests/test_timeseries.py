@@ -147,6 +147,100 @@ def test_mv_gaussian_random_walk_logp(backend: str) -> None:
     np.testing.assert_allclose(got, want0, rtol=1e-10)
 
 
+# --- MvStudentTRandomWalk --------------------------------------------------------------------
+
+_T_COV = np.array([[1.0, 0.4, 0.1], [0.4, 0.8, -0.2], [0.1, -0.2, 0.5]])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mv_student_t_random_walk_logp(backend: str) -> None:
+    nu = np.array([3.0, 7.5])
+    mu = np.array([0.1, -0.3, 0.0])
+    x = np.cumsum(np.random.default_rng(5).standard_t(4.0, size=(2, 6, 3)), axis=1)
+    init = stats.multivariate_normal(np.zeros(3), 2.0 * np.eye(3))
+    want = init.logpdf(x[:, 0]) + np.array(
+        [
+            np.sum(stats.multivariate_t(mu, _T_COV, df=nu[b]).logpdf(np.diff(x[b], axis=0)))
+            for b in range(2)
+        ]
+    )
+    value = _value((2, 6, 3))
+    chol = np.linalg.cholesky(_T_COV)
+    forms = (
+        {"scale": _T_COV},
+        {"cov": _T_COV},
+        {"chol": chol},
+        {"chol": chol.T, "lower": False},
+        {"tau": np.linalg.inv(_T_COV)},
+    )
+    for kwargs in forms:
+        rv = km.MvStudentTRandomWalk.dist(
+            nu=nu,
+            mu=mu,
+            init_dist=km.MvNormal.dist(np.zeros(3), 2.0 * np.eye(3)),
+            steps=5,
+            **kwargs,
+        )
+        assert rv.type.shape == (2, 6, 3)
+        got = _compile([value], km.logp(rv, value), backend)(x)
+        np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=str(sorted(kwargs)))
+    scalar_init = km.MvStudentTRandomWalk.dist(
+        nu=4.0, mu=mu, scale=_T_COV, init_dist=km.Normal.dist(0, 1), steps=5
+    )
+    want0 = stats.norm(0, 1).logpdf(x[0, 0]).sum() + np.sum(
+        stats.multivariate_t(mu, _T_COV, df=4.0).logpdf(np.diff(x[0], axis=0))
+    )
+    value0 = _value((6, 3))
+    got0 = _compile([value0], km.logp(scalar_init, value0), backend)(x[0])
+    np.testing.assert_allclose(got0, want0, rtol=1e-10)
+
+
+def test_mv_student_t_random_walk_gradient_and_model() -> None:
+    x = np.cumsum(np.random.default_rng(6).normal(size=(7, 3)), axis=0)
+    nu, s = kt.scalar("nu"), kt.scalar("s")
+    rv = km.MvStudentTRandomWalk.dist(
+        nu, np.zeros(3), scale=s * _T_COV, init_dist=km.Normal.dist(0, 1), steps=6
+    )
+    _check_gradient([nu, s], km.logp(rv, x), [3.5, 1.3])
+    _check_gradient([nu, s], km.logp(rv, x), [0.4, 0.2])
+    with km.Model() as model:
+        km.MvStudentTRandomWalk(
+            "w",
+            nu=5.0,
+            mu=np.zeros(3),
+            chol=np.linalg.cholesky(_T_COV),
+            init_dist=km.Normal.dist(0, 1),
+            observed=x,
+        )
+        km.MvStudentTRandomWalk(
+            "v",
+            4.0,
+            np.array([1.0, -1.0]),
+            cov=np.eye(2),
+            init_dist=km.Normal.dist(0, 1),
+            steps=2,
+        )
+    want = stats.norm(0, 1).logpdf(x[0]).sum() + np.sum(
+        stats.multivariate_t(np.zeros(3), _T_COV, df=5.0).logpdf(np.diff(x, axis=0))
+    )
+    np.testing.assert_allclose(model.point_logps(round_vals=10)["w"], want, rtol=1e-9)
+    np.testing.assert_allclose(
+        model.initial_point()["v"], np.array([[0, 0], [1, -1], [2, -2]], dtype=float)
+    )
+    with pytest.raises(KilnTypeError, match="exactly one of scale, cov, tau and chol"):
+        km.MvStudentTRandomWalk.dist(4.0, np.zeros(2), scale=np.eye(2), cov=np.eye(2), steps=3)
+    with pytest.raises(KilnTypeError, match="missing parameter"):
+        km.MvStudentTRandomWalk.dist(mu=np.zeros(2), scale=np.eye(2), steps=3)
+    with pytest.raises(KilnValueError, match="nu must be > 0"):
+        km.MvStudentTRandomWalk.dist(
+            -1.0, np.zeros(2), scale=np.eye(2), init_dist=km.Normal.dist(), steps=3
+        )
+    with pytest.raises(KilnValueError, match="positive definite"):
+        km.MvStudentTRandomWalk.dist(
+            4.0, np.zeros(2), scale=-np.eye(2), init_dist=km.Normal.dist(), steps=3
+        )
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_random_walk_of_vectors_logp_and_shape(backend: str) -> None:
     cov = np.array([[1.0, -0.3], [-0.3, 0.6]])
@@ -370,6 +464,32 @@ def test_mv_gaussian_random_walk_draws_covariance(backend: str) -> None:
     total = x[:, -1] - x[:, 0]
     np.testing.assert_allclose(total.mean(0), 8 * np.array([0.2, -0.1]), atol=0.15)
     np.testing.assert_allclose(np.cov(total.T), 8 * cov, rtol=0.08, atol=0.3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mv_student_t_random_walk_draws(backend: str) -> None:
+    nu, mu, cov, n, steps = 6.0, np.array([0.2, -0.1]), np.array([[1.0, 0.6], [0.6, 2.0]]), 5000, 8
+    rv = km.MvStudentTRandomWalk.dist(
+        nu,
+        mu,
+        scale=cov,
+        init_dist=km.Normal.dist(0, 1, size=2),
+        steps=steps,
+        size=(n,),
+        rng=kiln.random.rng(4),
+    )
+    x = _compile([], rv, backend)()
+    assert x.shape == (n, steps + 1, 2)
+    total = x[:, -1] - x[:, 0]
+    # the sum of 8 independent t steps: mean 8 mu, covariance 8 nu / (nu - 2) scale
+    se = np.sqrt(steps * nu / (nu - 2) * np.diag(cov) / n)
+    np.testing.assert_array_less(np.abs(total.mean(0) - steps * mu), 5 * se)
+    np.testing.assert_allclose(np.cov(total.T), steps * nu / (nu - 2) * cov, rtol=0.1, atol=0.3)
+    # each step's component is Student-t(nu, mu_i, sqrt(scale_ii)); steps are independent
+    moves = np.diff(x, axis=1)
+    for i in range(2):
+        ref = stats.t(nu, mu[i], np.sqrt(cov[i, i]))
+        assert stats.kstest(moves[..., i].ravel(), ref.cdf).pvalue > 1e-3
 
 
 @pytest.mark.skipif("jax" not in available_linkers(), reason="kiln-jax is not installed")

@@ -70,7 +70,6 @@ PYMC_ONLY: frozenset[str] = frozenset(
         "HurdlePoisson",
         "Kumaraswamy",
         "Moyal",
-        "MvStudentTRandomWalk",
         "OrderedLogistic",
         "OrderedProbit",
         "Pareto",

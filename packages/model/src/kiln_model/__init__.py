@@ -111,4 +111,5 @@ from kiln_model._truncated import Truncated as Truncated
 from kiln_model._validate import check_initial_point as check_initial_point
 from kiln_model._walks import GaussianRandomWalk as GaussianRandomWalk
 from kiln_model._walks import MvGaussianRandomWalk as MvGaussianRandomWalk
+from kiln_model._walks import MvStudentTRandomWalk as MvStudentTRandomWalk
 from kiln_model._walks import RandomWalk as RandomWalk

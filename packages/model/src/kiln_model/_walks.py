@@ -1,7 +1,8 @@
-"""Random walks (PyMC's names): RandomWalk, GaussianRandomWalk, MvGaussianRandomWalk.
+"""Random walks (PyMC's names): RandomWalk, GaussianRandomWalk and the walks of vectors.
 
 A walk is its initial point followed by the cumulative sum of its steps, so its
 draws run on every backend; its log-density is the initial point's plus the steps'.
+MvGaussianRandomWalk and MvStudentTRandomWalk share one construction (:class:`_MvWalk`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kiln_model._continuous import Normal
 from kiln_model._distribution import density_of
 from kiln_model._math import LOG_2PI, bound
 from kiln_model._multivariate import MvNormal
+from kiln_model._multivariate_derived import MvStudentT
 from kiln_model._series import (
     _along,
     _at,
@@ -204,35 +206,43 @@ class GaussianRandomWalk(_TimeSeries):
         return _walk(cls.display_name(), innovation, from_kwargs, steps, length, size, rng)
 
 
-# --- multivariate Gaussian random walk -------------------------------------------------------
+# --- walks of vectors with correlated steps: MvNormal or MvStudentT --------------------------
 
 
-def _chol_of(name: str, cov: Any, tau: Any, chol: Any, lower: bool) -> TensorVariable:
-    given = [k for k, v in (("cov", cov), ("tau", tau), ("chol", chol)) if v is not None]
+def _chol_of(name: str, forms: dict[str, Any], lower: bool) -> TensorVariable:
+    """Return the lower Cholesky factor from exactly one of ``forms`` (matrix, tau or chol)."""
+    given = [k for k, v in forms.items() if v is not None]
     if len(given) != 1:
-        raise KilnTypeError(f"{name}: give exactly one of cov, tau and chol, got {given or 'none'}")
-    if chol is not None:
-        factor = _float(chol)
+        *head, last = forms
+        raise KilnTypeError(
+            f"{name}: give exactly one of {', '.join(head)} and {last}, got {given or 'none'}"
+        )
+    (key,) = given
+    if key == "chol":
+        factor = _float(forms[key])
         return factor if lower else _mT(factor)
-    matrix = _float(cov) if cov is not None else kt.inv(_float(tau))
+    matrix = kt.inv(_float(forms[key])) if key == "tau" else _float(forms[key])
     if matrix.ndim < 2:
-        raise KilnValueError(f"{name}: {given[0]} must be a matrix, got a {matrix.ndim}-d tensor")
+        raise KilnValueError(f"{name}: {key} must be a matrix, got a {matrix.ndim}-d tensor")
     return kt.cholesky(matrix)
 
 
 @dataclasses.dataclass(eq=False)
 class MvWalkDensity:
-    """The log-density of a Gaussian vector walk: parameters ``(mu, chol, *init)``.
+    """The log-density of a vector walk: parameters ``(mu, chol, *init)``, ``nu`` first for t.
 
-    ``init`` gives the initial vector's log-density (``init_core``: 1 for a vector
-    distribution, 0 for independent scalars, summed over the vector).
+    The steps are ``MvNormal(mu, L L^T)``, or ``MvStudentT(nu, mu, L L^T)`` when
+    ``student``. ``init`` gives the initial vector's log-density (``init_core``: 1 for
+    a vector distribution, 0 for independent scalars, summed over the vector).
     """
 
     init: Any
     init_core: int
+    student: bool = False
 
-    def logp(self, value: Any, mu: Any, chol: Any, *init_params: Any) -> TensorVariable:
-        """Return the initial vector's log-density plus MvNormal(mu, L L^T) of the steps."""
+    def logp(self, value: Any, *params: Any) -> TensorVariable:
+        """Return the initial vector's log-density plus the steps' (MvNormal or MvStudentT)."""
+        nu, (mu, chol, *init_params) = (params[0], params[1:]) if self.student else (None, params)
         value = kt.as_tensor(value)
         first = self.init.logp(value[..., 0, :], *init_params)
         if self.init_core == 0:
@@ -241,15 +251,28 @@ class MvWalkDensity:
         z = kt.solve_triangular(chol, _mT(diffs), lower=True, b_ndim=2)
         diag = kt.sum(chol * kt.eye(kt.shape_i(chol, -1)), axis=-1)
         steps, n = kt.shape_i(value, -2) - 1, kt.shape_i(value, -1)
-        lp = (
-            -0.5 * kt.sum(kt.square(z), axis=(-2, -1))
-            - kt.cast(steps, "float64") * kt.sum(kt.log(diag), axis=-1)
-            - 0.5 * kt.cast(steps * n, "float64") * LOG_2PI
+        log_det = kt.cast(steps, "float64") * kt.sum(kt.log(diag), axis=-1)
+        if nu is None:
+            lp = (
+                -0.5 * kt.sum(kt.square(z), axis=(-2, -1))
+                - log_det
+                - 0.5 * kt.cast(steps * n, "float64") * LOG_2PI
+            )
+            return bound(first + lp, kt.all(diag > 0, axis=-1))
+        nu_t = kt.as_tensor(nu)[..., None]
+        k = kt.cast(n, "float64")
+        per_step = (
+            kt.gammaln((nu_t + k) / 2.0)
+            - kt.gammaln(nu_t / 2.0)
+            - 0.5 * k * kt.log(np.pi * nu_t)
+            - 0.5 * (nu_t + k) * kt.log1p(kt.sum(kt.square(z), axis=-2) / nu_t)
         )
-        return bound(first + lp, kt.all(diag > 0, axis=-1))
+        lp = kt.sum(per_step, axis=-1) - log_det
+        return bound(first + lp, kt.all(diag > 0, axis=-1), kt.as_tensor(nu) > 0)
 
-    def support_point(self, rv: TensorVariable, mu: Any, chol: Any, *init_params: Any) -> Any:
+    def support_point(self, rv: TensorVariable, *params: Any) -> Any:
         """Return the initial support point plus ``t * mu`` at time ``t``."""
+        mu, _, *init_params = params[1:] if self.student else params
         start = kt.cast(self.init.support_point(rv[..., 0, :], *init_params), "float64")
         t = kt.arange(kt.shape_i(rv, -2), dtype="float64")
         return start[..., None, :] + t[:, None] * kt.as_tensor(mu)[..., None, :]
@@ -259,7 +282,69 @@ class MvWalkDensity:
         return None
 
 
-class MvGaussianRandomWalk(_TimeSeries):
+class _MvWalk(_TimeSeries):
+    """Shared construction of a walk of vectors whose steps are ``mu + L z`` (``z`` normal).
+
+    ``scale_forms`` names the parameters that give the steps' scale matrix (one of them
+    is given), ``checked`` those that ``param_checks`` checks where they are constants;
+    a Student-t walk (``student``) divides each step by ``sqrt(w / nu)``,
+    ``w`` chi-squared with ``nu`` degrees of freedom.
+    """
+
+    ndim_supp = 2
+    scale_forms: ClassVar[tuple[str, ...]] = ()
+    student: ClassVar[bool] = False
+    checked: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
+        name = cls.display_name()
+        init_dist = kwargs.pop("init_dist", None)
+        p = cls._bind(args, kwargs)
+        required = ("nu", "mu") if cls.student else ("mu",)
+        missing = [k for k in required if p.get(k) is None]
+        if missing:
+            raise KilnTypeError(f"{name}: missing parameter(s) {', '.join(missing)}")
+        steps = _check_steps(name, steps, length, 1)
+        check_constants(name, {k: p.get(k) for k in cls.checked}, cls.param_checks)
+        chol = _chol_of(name, {k: p.get(k) for k in cls.scale_forms}, bool(p["lower"]))
+        nu = _float(p["nu"]) if cls.student else None
+        mu = _float(p["mu"])
+        mu = mu + kt.zeros_like(chol[..., 0])
+        n = mu.type.shape[-1]
+        if n is None:
+            raise KilnValueError(
+                f"{name}: the vector length (mu's or cov's last axis) must be static"
+            )
+        init_dist = _init_or_default(
+            name,
+            init_dist,
+            lambda: MvNormal.dist(np.zeros(n), 100.0 * np.eye(n)),
+            "kl.MvNormal.dist(0, 100 I)",
+        )
+        init_node = _draw_node(f"{name}: init_dist", init_dist, 1)
+        nu_batch = () if nu is None else (nu,)
+        batch = _batch(size, mu[..., 0], chol[..., 0, 0], _init_batch(init_dist), *nu_batch)
+        init_size = batch if init_node.op.core_ndim else (*batch, n)
+        init, core = fresh_draw(f"{name}: init_dist", init_dist, init_size, 1)
+        if init.type.shape[-1] not in (None, n):
+            raise KilnValueError(
+                f"{name}: init_dist draws vectors of length {init.type.shape[-1]}, the steps {n}"
+            )
+        z = kr.normal(0.0, 1.0, size=(*batch, steps, n), rng=rng)
+        spread = kt.matmul(z, _mT(chol))
+        if nu is not None:
+            w = kr.gamma(nu[..., None] / 2.0, 2.0, size=(*batch, steps), rng=kr.rng())
+            spread = spread / kt.sqrt(w / nu[..., None])[..., None]
+        moves = mu[..., None, :] + spread
+        first = kt.cast(init, "float64")[..., None, :]
+        rv = kt.concatenate([first, first + kt.cumsum(moves, axis=-2)], axis=-2)
+        init_cls, init_params = density_of(init)
+        density = MvWalkDensity(init_cls, core, cls.student)
+        return rv, density, [*nu_batch, mu, chol, *init_params]
+
+
+class MvGaussianRandomWalk(_MvWalk):
     """MvGaussianRandomWalk(mu, cov | tau | chol, init_dist, steps): a walk of vectors.
 
     Values have shape ``(..., steps + 1, n)``: time is the second last axis. ``x[..., 0,
@@ -276,44 +361,35 @@ class MvGaussianRandomWalk(_TimeSeries):
     ... )
     """
 
-    ndim_supp = 2
     params = ("mu", "cov", "tau", "chol", "lower")
     defaults: ClassVar[dict[str, Any]] = {"lower": True}
+    scale_forms = ("cov", "tau", "chol")
+    checked = ("cov",)
+    param_checks = MvNormal.param_checks
 
-    @classmethod
-    def make(cls, kwargs, args, steps, length, size, rng):  # type: ignore[no-untyped-def]
-        name = cls.display_name()
-        init_dist = kwargs.pop("init_dist", None)
-        p = cls._bind(args, kwargs)
-        if p.get("mu") is None:
-            raise KilnTypeError(f"{name}: missing parameter mu")
-        steps = _check_steps(name, steps, length, 1)
-        check_constants(name, {"cov": p.get("cov")}, MvNormal.param_checks)
-        chol = _chol_of(name, p.get("cov"), p.get("tau"), p.get("chol"), bool(p["lower"]))
-        mu = _float(p["mu"])
-        mu = mu + kt.zeros_like(chol[..., 0])
-        n = mu.type.shape[-1]
-        if n is None:
-            raise KilnValueError(
-                f"{name}: the vector length (mu's or cov's last axis) must be static"
-            )
-        init_dist = _init_or_default(
-            name,
-            init_dist,
-            lambda: MvNormal.dist(np.zeros(n), 100.0 * np.eye(n)),
-            "kl.MvNormal.dist(0, 100 I)",
-        )
-        init_node = _draw_node(f"{name}: init_dist", init_dist, 1)
-        batch = _batch(size, mu[..., 0], chol[..., 0, 0], _init_batch(init_dist))
-        init_size = batch if init_node.op.core_ndim else (*batch, n)
-        init, core = fresh_draw(f"{name}: init_dist", init_dist, init_size, 1)
-        if init.type.shape[-1] not in (None, n):
-            raise KilnValueError(
-                f"{name}: init_dist draws vectors of length {init.type.shape[-1]}, the steps {n}"
-            )
-        z = kr.normal(0.0, 1.0, size=(*batch, steps, n), rng=rng)
-        moves = mu[..., None, :] + kt.matmul(z, _mT(chol))
-        first = kt.cast(init, "float64")[..., None, :]
-        rv = kt.concatenate([first, first + kt.cumsum(moves, axis=-2)], axis=-2)
-        init_cls, init_params = density_of(init)
-        return rv, MvWalkDensity(init_cls, core), [mu, chol, *init_params]
+
+class MvStudentTRandomWalk(_MvWalk):
+    """MvStudentTRandomWalk(nu, mu, scale | cov | tau | chol, init_dist, steps): t steps.
+
+    A walk of vectors, shape ``(..., steps + 1, n)`` (time second last), whose steps are
+    ``MvStudentT(nu, mu, scale)``: ``mu + L z / sqrt(w / nu)`` with ``z`` standard
+    normal and ``w`` chi-squared with ``nu`` degrees of freedom, drawn afresh at each
+    step. ``scale`` (also spelled ``cov``) is the scale matrix, ``tau`` its inverse,
+    ``chol`` its Cholesky factor (upper when ``lower=False``). ``x[..., 0, :] ~
+    init_dist`` (default ``MvNormal(0, 100 I)``, with a warning as in PyMC).
+
+    Examples
+    --------
+    >>> import kiln as kl
+    >>> import numpy as np
+    >>> x = kl.MvStudentTRandomWalk.dist(
+    ...     nu=4.0, mu=np.zeros(2), scale=np.eye(2), init_dist=kl.Normal.dist(size=2), steps=9
+    ... )
+    """
+
+    params = ("nu", "mu", "scale", "cov", "tau", "chol", "lower")
+    defaults: ClassVar[dict[str, Any]] = {"lower": True}
+    scale_forms = ("scale", "cov", "tau", "chol")
+    student = True
+    checked = ("nu", "scale", "cov", "tau")
+    param_checks = MvStudentT.param_checks
