@@ -999,7 +999,7 @@ NOT_IN_TABLE: dict[str, str] = {
             "GARCH11",
             "EulerMaruyama",
         ),
-        "time series, being added (issue #22)",
+        "time series: need steps (most an init_dist); test_timeseries.py checks them",
     ),
     **dict.fromkeys(
         (
