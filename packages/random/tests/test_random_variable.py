@@ -37,6 +37,18 @@ SHAPE_CASES = [
         (None, 2),
         (3, 2),
     ),
+    (
+        "vonmises batch",
+        lambda r, mu: kr.vonmises(mu, kt.exp(mu), size=(2, 3), rng=r),
+        (2, 3),
+        (2, 3),
+    ),
+    (
+        "hypergeometric batched n",
+        lambda r, mu: kr.hypergeometric(20, 7, np.array([0, 5, 20]), rng=r),
+        (3,),
+        (3,),
+    ),
     ("mvn core", lambda r, mu: kr.multivariate_normal(mu, kt.eye(3), rng=r), (3,), (3,)),
     (
         "mvn batched size",
@@ -193,6 +205,8 @@ def test_bad_input_is_a_clear_error_at_build_time(build, error, match) -> None:
         (lambda r, s: kr.normal(0.0, s, rng=r), np.nan),
         (lambda r, s: kr.poisson(s, size=3, rng=r), -2.0),
         (lambda r, s: kr.truncated_normal(0.0, 1.0, s, 0.0, rng=r), 1.0),
+        (lambda r, s: kr.vonmises(0.0, s, rng=r), -1.0),
+        (lambda r, s: kr.hypergeometric(10, 3, kt.cast(s, "int64"), rng=r), 11.0),
     ],
 )
 def test_invalid_parameter_values_raise_at_run_time(backend: str, build, value) -> None:
