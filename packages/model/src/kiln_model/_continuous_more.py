@@ -16,7 +16,7 @@ from kiln_graph import KilnValueError, TensorVariable, Variable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._continuous import _interval_transform
-from kiln_model._distribution import Distribution, broadcast_like, density_of
+from kiln_model._distribution import Distribution, broadcast_like, density_of, icdf_bound
 from kiln_model._math import LOG_2, LOG_2PI, bound, normal_lcdf
 from kiln_model._parametrizations import Alternative, as_float, precision
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
@@ -55,6 +55,11 @@ class LogitNormal(SymbolicDistribution):
         lcdf = kt.switch(value <= 0, -np.inf, kt.switch(value >= 1, 0.0, inside))
         return bound(lcdf, sigma > 0)
 
+    @staticmethod
+    def icdf(value: Any, mu: Any, sigma: Any) -> TensorVariable:
+        z = np.sqrt(2.0) * kt.erfinv(2.0 * value - 1.0)
+        return icdf_bound(kt.sigmoid(mu + sigma * z), value, sigma > 0)
+
     @classmethod
     def support_point(cls, rv: TensorVariable, mu: Any, sigma: Any) -> TensorVariable:
         return broadcast_like(kt.sigmoid(mu), rv)  # the median
@@ -78,11 +83,19 @@ class Triangular(SymbolicDistribution):
     @classmethod
     def build(cls, lower: Any, c: Any, upper: Any, *, size: Any, rng: Any) -> TensorVariable:
         u = kr.uniform(size=batch_shape(size, lower, c, upper), rng=rng)
+        return cls._quantile(u, lower, c, upper)
+
+    @staticmethod
+    def _quantile(q: Any, lower: Any, c: Any, upper: Any) -> TensorVariable:
         width = upper - lower
-        split = (c - lower) / width
-        left = lower + kt.sqrt(u * width * (c - lower))
-        right = upper - kt.sqrt((1.0 - u) * width * (upper - c))
-        return kt.switch(u < split, left, right)
+        left = lower + kt.sqrt(q * width * (c - lower))
+        right = upper - kt.sqrt((1.0 - q) * width * (upper - c))
+        return kt.switch(q * width < c - lower, left, right)
+
+    @staticmethod
+    def icdf(value: Any, lower: Any, c: Any, upper: Any) -> TensorVariable:
+        x = Triangular._quantile(value, lower, c, upper)
+        return icdf_bound(x, value, lower <= c, c <= upper, lower < upper)
 
     @staticmethod
     def logp(value: Any, lower: Any, c: Any, upper: Any) -> TensorVariable:
@@ -151,6 +164,16 @@ class AsymmetricLaplace(SymbolicDistribution):
         below = kt.log(k2) - kt.log1p(k2) + kt.switch(d < 0, d, 0.0) * b / kappa
         above = kt.log1p(-kt.exp(-kt.switch(d < 0, 0.0, d) * b * kappa) / (1.0 + k2))
         return bound(kt.switch(d < 0, below, above), b > 0, kappa > 0)
+
+    @staticmethod
+    def icdf(value: Any, b: Any, kappa: Any, mu: Any) -> TensorVariable:
+        k2 = kappa * kappa
+        below = value * (1.0 + k2) < k2  # F(mu) = kappa^2 / (1 + kappa^2)
+        q_lo = kt.switch(below, value, 0.5)
+        q_hi = kt.switch(below, 0.5, value)
+        lower = mu + kappa / b * (kt.log(q_lo) + kt.log1p(k2) - kt.log(k2))
+        upper = mu - (kt.log1p(-q_hi) + kt.log1p(k2)) / (b * kappa)
+        return icdf_bound(kt.switch(below, lower, upper), value, b > 0, kappa > 0)
 
     @classmethod
     def support_point(cls, rv: TensorVariable, b: Any, kappa: Any, mu: Any) -> TensorVariable:
@@ -381,9 +404,14 @@ class Interpolated(SymbolicDistribution):
 
     @classmethod
     def build(cls, x: Any, pdf: Any, *, size: Any, rng: Any) -> TensorVariable:
-        x0, _, p0, slope, areas = cls._segments(x, pdf)
+        u = kr.uniform(size=size if size is not None else (), rng=rng)
+        return cls._quantile(u, x, pdf)
+
+    @staticmethod
+    def _quantile(q: Any, x: Any, pdf: Any) -> TensorVariable:
+        x0, _, p0, slope, areas = Interpolated._segments(x, pdf)
         cum = kt.cumsum(areas)
-        target = kr.uniform(size=size if size is not None else (), rng=rng) * cum[-1]
+        target = q * cum[-1]
         # The segment holding the target: the number of segment ends at or below it.
         n_seg = kt.shape_i(areas, 0)
         seg = kt.minimum(
@@ -396,6 +424,11 @@ class Interpolated(SymbolicDistribution):
         root = p + kt.sqrt(kt.maximum(p * p + 2.0 * s * rest, 0.0))
         d = kt.switch(rest > 0, 2.0 * rest / kt.switch(rest > 0, root, 1.0), 0.0)
         return kt.clip(x0[seg] + d, x[0], x[-1])
+
+    @staticmethod
+    def icdf(value: Any, x: Any, pdf: Any) -> TensorVariable:
+        q = kt.clip(value, 0.0, 1.0)
+        return icdf_bound(Interpolated._quantile(q, x, pdf), value)
 
     @staticmethod
     def logp(value: Any, x: Any, pdf: Any) -> TensorVariable:
