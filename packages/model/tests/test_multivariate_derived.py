@@ -690,3 +690,11 @@ def test_prior_sampled_through_transforms_matches_draws():
     z = idata.posterior["z"].values.reshape(-1, 4)
     np.testing.assert_allclose(z.sum(axis=-1), 0.0, atol=1e-10)
     _within(z.var(axis=0), 4.0 * (1 - 1 / 4), 0.3 * 3.0)
+
+
+def test_zerosumnormal_observed_takes_its_shape():
+    data = np.array([[1.0, -0.5, -0.5], [0.2, 0.3, -0.5]])
+    with km.Model() as m:
+        km.ZeroSumNormal("z", 1.5, observed=data)
+    got = m.compile_logp()({})
+    np.testing.assert_allclose(got, zero_sum_logpdf_ref(data, 1.5, 1).sum(), rtol=1e-12)

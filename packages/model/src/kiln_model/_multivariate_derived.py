@@ -327,6 +327,9 @@ class ZeroSumNormal(SymbolicDistribution):
                 m = modelcontext(model)
                 dims_t = (dims,) if isinstance(dims, str) else tuple(dims)
                 full = m.shape_from_dims(dims_t, m.prefixed(name))
+            elif kwargs.get("observed") is not None:
+                obs = kwargs["observed"]
+                full = np.shape(obs.get_value() if hasattr(obs, "get_value") else obs)
             if full is not None:
                 support_shape = tuple(full[len(full) - n :])
         return Distribution.__new__(
