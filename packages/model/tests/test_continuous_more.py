@@ -237,6 +237,14 @@ def test_icdf_against_reference(backend):
     np.testing.assert_allclose(cdf, Q[inside], rtol=1e-9, atol=1e-15)
 
 
+@pytest.mark.parametrize(("mu", "lam"), [(1.0, 1e-3), (1.0, 1e8), (1e-4, 1.0)])
+def test_wald_draws_at_extreme_shapes(mu, lam):
+    """The Michael-Schucany-Haas root keeps its digits when lam / mu is tiny or huge."""
+    draws = kiln.function([], km.Wald.dist(mu, lam, size=N, rng=kr.rng(5)))()
+    assert np.all(np.isfinite(draws)) and np.all(draws > 0)
+    assert stats.kstest(draws, stats.invgauss(mu / lam, scale=lam).cdf).pvalue > 1e-3
+
+
 def _fd_check(make_logp, point, eps=1e-6, rtol=1e-5):
     """Compare kiln's gradient of ``make_logp(*scalars)`` with central differences."""
     xs = [kt.scalar(f"p{i}", dtype="float64") for i in range(len(point))]

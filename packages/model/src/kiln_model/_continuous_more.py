@@ -206,10 +206,11 @@ class Wald(SymbolicDistribution):
         n = kr.normal(size=s, rng=rng)
         u = kr.uniform(size=s, rng=kr.rng())
         v = n * n
-        mv = mu * v
-        # y = mu + mu^2 v / (2 lam) - mu / (2 lam) sqrt(4 mu lam v + mu^2 v^2), written as
-        # mu * (1 - 2 / (1 + sqrt(1 + 4 lam / (mu v)))) so that no digits cancel.
-        y = mu * (1.0 - 2.0 / (1.0 + kt.sqrt(1.0 + 4.0 * lam / mv)))
+        # y = mu + mu^2 v / (2 lam) - mu / (2 lam) sqrt(4 mu lam v + mu^2 v^2), the smaller
+        # root, written as mu e / (1 + sqrt(1 + e))^2 with e = 4 lam / (mu v): no digits
+        # cancel for any ratio of lam to mu v.
+        e = 4.0 * lam / (mu * v)
+        y = mu * e / (1.0 + kt.sqrt(1.0 + e)) ** 2
         y = kt.switch(kt.eq(v, 0.0), mu, y)
         x = kt.switch(u * (mu + y) <= mu, y, mu * mu / y)
         return alpha + x
