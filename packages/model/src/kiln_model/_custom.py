@@ -104,7 +104,7 @@ class CustomDist(Distribution):
             op = NoDrawIntRV() if discrete else NoDrawRV()
             rv = kr.draw(op, (), size, rng if rng is not None else kr.rng())
         density = CustomDensity(logp, logcdf, support_point, discrete)
-        register_density(rv, density, list[Variable](tensors))
+        register_density(rv, density, list[Variable](tensors), rng=rng)
         return rv
 
     @classmethod

@@ -23,9 +23,11 @@ import kiln_random as kr
 from kiln_graph import (
     KilnTypeError,
     KilnValueError,
+    RandomGeneratorType,
     SharedVariable,
     TensorVariable,
     Variable,
+    graph_inputs,
     infer_shape,
 )
 from kiln_graph import tensor as kt
@@ -64,9 +66,40 @@ _GRAPH_DENSITIES: weakref.WeakKeyDictionary[Variable, tuple[Any, list[Variable]]
 )
 
 
-def register_density(rv: Variable, dist: Any, params: list[Variable]) -> None:
-    """Record that ``dist.logp(value, *params)`` is the log-density of the draw graph ``rv``."""
+def register_density(rv: Variable, dist: Any, params: list[Variable], rng: Any = None) -> None:
+    """Record that ``dist.logp(value, *params)`` is the log-density of the draw graph ``rv``.
+
+    ``rng``: the generator the user gave ``dist()``; the other generators of the draw
+    graph are then seeded from it (:func:`seed_further_generators`).
+    """
     _GRAPH_DENSITIES[rv] = (dist, list(params))
+    if rng is not None:
+        seed_further_generators(rv, rng, params)
+
+
+def seed_further_generators(rv: Variable, rng: Any, known: list[Any]) -> None:
+    """Seed the generators ``build`` made for further draws from the one the user gave.
+
+    A class's first draw takes ``rng``; each further draw takes a fresh ``kr.rng()``.
+    So that ``Dist.dist(..., rng=kr.rng(seed))`` draws the same numbers every run, those
+    generators (the graph inputs of ``rv`` that are neither ``rng`` nor inputs of the
+    parameters ``known``) get children of ``rng``'s seed sequence, in graph order.
+    """
+    if not isinstance(rng, SharedVariable) or not isinstance(rng.type, RandomGeneratorType):
+        return
+    seq = getattr(rng.get_value(borrow=True).bit_generator, "seed_seq", None)
+    if not isinstance(seq, np.random.SeedSequence):
+        return
+    seen = set(graph_inputs([v for v in known if isinstance(v, Variable)])) | {rng}
+    further = [
+        v
+        for v in graph_inputs([rv])
+        if v not in seen
+        and isinstance(v, SharedVariable)
+        and isinstance(v.type, RandomGeneratorType)
+    ]
+    for g, child in zip(further, seq.spawn(len(further)), strict=True):
+        g.set_value(np.random.default_rng(child), borrow=True)
 
 
 class Distribution:

@@ -247,7 +247,7 @@ class LKJCholeskyCov(Distribution):
         sd, sd_params, scales = _redraw(what, sd_dist, (*batch, n))
         w = lkj_corr_cholesky_draw(eta_t, n, batch or None, rng if rng is not None else kr.rng())
         rv = pack_tril(kt.expand_dims(scales, -1) * w, n)
-        register_density(rv, LKJCholeskyCovDensity(n, sd, scales), [eta_t, *sd_params])
+        register_density(rv, LKJCholeskyCovDensity(n, sd, scales), [eta_t, *sd_params], rng=rng)
         return rv
 
 
@@ -298,7 +298,7 @@ class LKJCorr(Distribution):
         rng = rng if rng is not None else kr.rng()
         w = lkj_corr_cholesky_draw(eta_t, n, batch, rng)
         rv = pack_triu(kt.matmul(w, _mT(w)), n, 1)
-        register_density(rv, LKJCorrDensity(n), [eta_t])
+        register_density(rv, LKJCorrDensity(n), [eta_t], rng=rng)
         return symmetric_from_triu(rv, n) if return_matrix else rv
 
 

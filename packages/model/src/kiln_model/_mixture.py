@@ -197,7 +197,7 @@ class Mixture(Distribution):
         picked = kt.eq(kt.expand_dims(index, -1), kt.arange(n_comp))
         zero = kt.zeros_like(draws)
         rv = kt.sum(kt.switch(picked, draws, zero), axis=-1)
-        register_density(rv, density, [w_t, *[p for g in param_groups for p in g]])
+        register_density(rv, density, [w_t, *[p for g in param_groups for p in g]], rng=rng)
         return rv
 
     @classmethod

@@ -400,7 +400,7 @@ class ZeroSumNormal(SymbolicDistribution):
         for axis in range(-n, 0):
             draw = draw - kt.mean(draw, axis=axis, keepdims=True)
         rv = kt.as_tensor(draw * sigma_t)
-        register_density(rv, _with_axes(n), [sigma_t])
+        register_density(rv, _with_axes(n), [sigma_t], rng=rng)
         return rv
 
     @classmethod

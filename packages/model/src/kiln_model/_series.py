@@ -229,7 +229,7 @@ class _TimeSeries(SymbolicDistribution):
         rv, density, params = cls.make(
             kwargs, args, steps, length, size, kr.rng() if rng is None else rng
         )
-        register_density(rv, density, params)
+        register_density(rv, density, params, rng=rng)
         return rv
 
     @classmethod

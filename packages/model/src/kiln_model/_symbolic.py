@@ -15,15 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import (
-    KilnValueError,
-    RandomGeneratorType,
-    SharedVariable,
-    TensorVariable,
-    Variable,
-    graph_inputs,
-    infer_shape,
-)
+from kiln_graph import KilnValueError, TensorVariable, Variable, infer_shape
 from kiln_graph import tensor as kt
 from kiln_model._distribution import Distribution, register_density
 from kiln_model._validate import check_constants
@@ -62,9 +54,7 @@ class SymbolicDistribution(Distribution):
             size = full[: len(full) - cls.ndim_supp] if cls.ndim_supp else full
         tensors = [_as_param(p) for p in cls.rv_params(**params)]
         rv = kt.as_tensor(cls.build(*tensors, size=size, rng=rng if rng is not None else kr.rng()))
-        if rng is not None:
-            seed_further_generators(rv, rng, tensors)
-        register_density(rv, cls, list[Variable](tensors))
+        register_density(rv, cls, list[Variable](tensors), rng=rng)
         return rv
 
     @classmethod
@@ -76,31 +66,6 @@ class SymbolicDistribution(Distribution):
         take ``kr.rng()`` each (identical draw expressions of one generator are one draw).
         """
         raise NotImplementedError
-
-
-def seed_further_generators(rv: Variable, rng: Any, known: list[Any]) -> None:
-    """Seed the generators ``build`` made for further draws from the one the user gave.
-
-    A class's first draw takes ``rng``; each further draw takes a fresh ``kr.rng()``.
-    So that ``Dist.dist(..., rng=kr.rng(seed))`` draws the same numbers every run, those
-    generators (the graph inputs of ``rv`` that are neither ``rng`` nor inputs of the
-    parameters ``known``) get children of ``rng``'s seed sequence, in graph order.
-    """
-    if not isinstance(rng, SharedVariable) or not isinstance(rng.type, RandomGeneratorType):
-        return
-    seq = getattr(rng.get_value(borrow=True).bit_generator, "seed_seq", None)
-    if not isinstance(seq, np.random.SeedSequence):
-        return
-    seen = set(graph_inputs([v for v in known if isinstance(v, Variable)])) | {rng}
-    further = [
-        v
-        for v in graph_inputs([rv])
-        if v not in seen
-        and isinstance(v, SharedVariable)
-        and isinstance(v.type, RandomGeneratorType)
-    ]
-    for g, child in zip(further, seq.spawn(len(further)), strict=True):
-        g.set_value(np.random.default_rng(child), borrow=True)
 
 
 def _as_param(p: Any) -> TensorVariable:
