@@ -341,6 +341,63 @@ def autoregressive_order_one() -> Port:
     return Port(model, {"rho": (mean, sd)})
 
 
+@port
+def lkj_covariance() -> Port:
+    """Port a bivariate normal with an ``LKJCholeskyCov`` prior (``compute_corr=True``)."""
+    rng = np.random.default_rng(11)
+    sd, r = np.array([1.0, 2.0]), 0.5
+    cov = np.outer(sd, sd) * np.array([[1.0, r], [r, 1.0]])
+    x = rng.multivariate_normal(np.zeros(2), cov, size=100)
+    with kl.Model() as model:
+        chol, corr, stds = kl.LKJCholeskyCov(
+            "chol", n=2, eta=2.0, sd_dist=kl.Exponential.dist(1.0, shape=2), compute_corr=True
+        )
+        kl.MvNormal("obs", mu=np.zeros(2), chol=chol, observed=x)
+
+    scatter = x.T @ x
+
+    def log_post(s1: np.ndarray, s2: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        # Exponential(1) scales, LKJ(2) on the correlation: density (1 - rho^2)^(eta - 1).
+        prior = -s1 - s2 + np.log1p(-(rho**2))
+        det = (s1 * s2) ** 2 * (1 - rho**2)
+        quad = (
+            scatter[0, 0] * s2**2 + scatter[1, 1] * s1**2 - 2 * scatter[0, 1] * rho * s1 * s2
+        ) / det
+        return prior - 0.5 * len(x) * np.log(det) - 0.5 * quad
+
+    s1_ref, s2_ref, rho_ref = grid_moments(
+        log_post,
+        np.linspace(0.6, 1.45, 171),
+        np.linspace(1.3, 3.0, 171),
+        np.linspace(-0.05, 0.85, 181),
+    )
+    return Port(
+        model,
+        {"sd[0]": s1_ref, "sd[1]": s2_ref, "corr": rho_ref},
+        quantity={
+            "sd[0]": lambda post: post["chol_stds"].values[..., 0],
+            "sd[1]": lambda post: post["chol_stds"].values[..., 1],
+            "corr": lambda post: post["chol_corr"].values[..., 0, 1],
+        },
+    )
+
+
+@port
+def von_mises_direction() -> Port:
+    """Port a mean direction of angles with a VonMises likelihood."""
+    rng = np.random.default_rng(12)
+    y = stats.vonmises.rvs(2.0, loc=1.0, size=50, random_state=rng)
+    with kl.Model() as model:
+        mu = kl.Uniform("mu", -np.pi, np.pi)
+        kl.VonMises("y", mu=mu, kappa=2.0, observed=y)
+
+    def log_post(m: np.ndarray) -> np.ndarray:
+        return _loglik(lambda x, m: stats.vonmises.logpdf(x, 2.0, loc=m), y, m)
+
+    ((mean, sd),) = grid_moments(log_post, np.linspace(0.3, 1.7, 1401))
+    return Port(model, {"mu": (mean, sd)})
+
+
 # --- the test -------------------------------------------------------------------------
 
 
