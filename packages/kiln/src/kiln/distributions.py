@@ -2,7 +2,7 @@
 
 ``kl.distributions.Normal`` is ``kl.Normal``; the list is derived from the
 :class:`~kiln_model.Distribution` subclasses :mod:`kiln_model` exports, so a new one
-appears here by itself. ``logp``, ``logcdf`` and ``transforms`` come along, as in
+appears here by itself. ``logp``, ``logcdf``, ``icdf`` and ``transforms`` come along, as in
 ``pm.distributions``. A PyMC distribution kiln lacks raises an ``AttributeError``
 that says so and names the closest kiln has.
 
@@ -22,6 +22,7 @@ from typing import Any
 import kiln_model as _km
 from kiln_model import Distribution as Distribution
 from kiln_model import WishartBartlett as WishartBartlett  # a function, as in PyMC
+from kiln_model import icdf as icdf
 from kiln_model import logcdf as logcdf
 from kiln_model import logp as logp
 from kiln_model import transforms as transforms
@@ -53,34 +54,7 @@ globals().update(DISTRIBUTIONS)
 
 #: PyMC distributions kiln does not provide (yet): the names the hint recognises.
 PYMC_ONLY: frozenset[str] = frozenset(
-    {
-        "BetaBinomial",
-        "BinaryGaussianGP",
-        "ChiSquared",
-        "Censored",
-        "DensityDist",
-        "DiracDelta",
-        "DiscreteUniform",
-        "DiscreteWeibull",
-        "ExGaussian",
-        "Gumbel",
-        "HurdleGamma",
-        "HurdleLogNormal",
-        "HurdleNegativeBinomial",
-        "HurdlePoisson",
-        "Kumaraswamy",
-        "Moyal",
-        "OrderedLogistic",
-        "OrderedProbit",
-        "Pareto",
-        "PolyaGamma",
-        "Simulator",
-        "SkewNormal",
-        "Truncated",
-        "ZeroInflatedBinomial",
-        "ZeroInflatedNegativeBinomial",
-        "ZeroInflatedPoisson",
-    }
+    {"BinaryGaussianGP", "DensityDist", "HurdleNegativeBinomial", "Simulator"}
 )
 
 
@@ -116,6 +90,7 @@ def _kiln_getattr(name: str) -> Any:
 __all__ = [
     "Distribution",
     "WishartBartlett",
+    "icdf",
     "logcdf",
     "logp",
     "transforms",
