@@ -140,6 +140,13 @@ ELEMWISE: dict[type, tuple[Domain, ...]] = {
     m.Digamma: ((0.1, 10.0),),
     m.Polygamma: ("order", (0.5, 10.0)),
     m.Betaln: ((0.1, 5.0), (0.1, 5.0)),
+    m.Gammainc: ((0.2, 20.0), (0.05, 20.0)),
+    m.Gammaincc: ((0.2, 20.0), (0.05, 20.0)),
+    m.GammaincDa: ((0.2, 20.0), (0.05, 20.0)),
+    m.GammainccDa: ((0.2, 20.0), (0.05, 20.0)),
+    m.Betainc: ((0.2, 10.0), (0.2, 10.0), (0.02, 0.98)),
+    m.BetaincDa: ((0.2, 10.0), (0.2, 10.0), (0.02, 0.98)),
+    m.BetaincDb: ((0.2, 10.0), (0.2, 10.0), (0.02, 0.98)),
     m.I0e: ((-12.0, 12.0),),
     m.I1e: ((-12.0, 12.0),),
     m.I0: ((-5.0, 5.0),),
@@ -662,6 +669,11 @@ _NO_GRADIENT = {
     ("reduce", "argmax"),
     ("reduce", "all_any"),
     ("elemwise", "composite"),  # Composites come after autodiff: no gradient
+    # The parameter derivatives of gammainc / betainc have no gradient in a parameter.
+    ("elemwise", "gammaincda"),
+    ("elemwise", "gammainccda"),
+    ("elemwise", "betaincda"),
+    ("elemwise", "betaincdb"),
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
-from kiln_graph import _alloc
+from kiln_graph import _alloc, _incomplete
 from kiln_graph._basic import as_tensor, constant
 from kiln_graph._elemwise import (
     Cast,
@@ -29,7 +29,8 @@ from kiln_graph._elemwise import (
     upcast,
 )
 from kiln_graph._errors import KilnTypeError
-from kiln_graph._node import TensorVariable, Variable
+from kiln_graph._node import Constant, TensorVariable, Variable
+from kiln_graph._types import DISCRETE_DTYPES
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -505,6 +506,130 @@ I1 = _declare(
     _i1_grad,
     "I1(x), the modified Bessel function of the first kind of order 1",
 )
+
+
+def _xlogy(x: Any, y: Any) -> TensorVariable:
+    """Return ``x log y``, 0 where ``x == 0`` (densities at the end of their support)."""
+    return switch(eq(x, 0), 0.0, mul(x, log(y)))
+
+
+def _gamma_density(a: Any, x: Any) -> TensorVariable:
+    """Return d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)."""
+    return exp(sub(sub(_xlogy(sub(a, 1), x), x), gammaln(a)))
+
+
+def _beta_density(a: Any, b: Any, x: Any) -> TensorVariable:
+    """Return d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b)."""
+    log1m = log1p(neg(x))
+    lp = add(_xlogy(sub(a, 1), x), switch(eq(b, 1), 0.0, mul(sub(b, 1), log1m)))
+    return exp(sub(lp, betaln(a, b)))
+
+
+def _no_second_derivative(name: str, param: TensorVariable) -> None:
+    """Raise where the gradient of a parameter derivative would be needed in ``param``."""
+    if param.dtype in DISCRETE_DTYPES or isinstance(param, Constant):
+        return
+    raise NotImplementedError(
+        f"{name}: the second derivative in a parameter of the incomplete gamma / beta "
+        "function is not implemented (only the derivatives in x are)"
+    )
+
+
+def _gammainc_da_grad(
+    sign: float, name: str
+) -> Callable[[list[TensorVariable], TensorVariable, TensorVariable], list[Any]]:
+    def rule(xs: list[TensorVariable], o: TensorVariable, g: TensorVariable) -> list[Any]:
+        a, x = xs
+        _no_second_derivative(name, a)
+        dx = mul(sign, _gamma_density(a, x), sub(log(x), digamma(a)))
+        return [None, mul(g, dx)]
+
+    return rule
+
+
+def _betainc_d_grad(
+    which: int,
+) -> Callable[[list[TensorVariable], TensorVariable, TensorVariable], list[Any]]:
+    def rule(xs: list[TensorVariable], o: TensorVariable, g: TensorVariable) -> list[Any]:
+        a, b, x = xs
+        name = ("BetaincDa", "BetaincDb")[which]
+        _no_second_derivative(name, a)
+        _no_second_derivative(name, b)
+        # d/dx d/dp I = d/dp (density) = density * d/dp log(density)
+        psi_ab = digamma(add(a, b))
+        dlog = (
+            add(sub(log(x), digamma(a)), psi_ab)
+            if which == 0
+            else add(sub(log1p(neg(x)), digamma(b)), psi_ab)
+        )
+        return [None, None, mul(g, _beta_density(a, b, x), dlog)]
+
+    return rule
+
+
+_LIKE_GAMMAINC = like_ufunc(sp.gammainc)
+_LIKE_BETAINC = like_ufunc(sp.betainc)
+
+Gammainc = _declare(
+    "Gammainc",
+    sp.gammainc,
+    2,
+    FROM_NFUNC,
+    lambda xs, o, g: [mul(g, gammainc_da(*xs)), mul(g, _gamma_density(*xs))],
+    "regularized lower incomplete gamma function P(a, x)",
+)
+Gammaincc = _declare(
+    "Gammaincc",
+    sp.gammaincc,
+    2,
+    FROM_NFUNC,
+    lambda xs, o, g: [mul(g, gammaincc_da(*xs)), neg(mul(g, _gamma_density(*xs)))],
+    "regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)",
+)
+Betainc = _declare(
+    "Betainc",
+    sp.betainc,
+    3,
+    FROM_NFUNC,
+    lambda xs, o, g: [
+        mul(g, betainc_da(*xs)),
+        mul(g, betainc_db(*xs)),
+        mul(g, _beta_density(*xs)),
+    ],
+    "regularized incomplete beta function I_x(a, b)",
+)
+GammaincDa = _declare(
+    "GammaincDa",
+    _incomplete.gammainc_da,
+    2,
+    _LIKE_GAMMAINC,
+    _gammainc_da_grad(1.0, "GammaincDa"),
+    "d/da P(a, x) (its gradient in a is not implemented: a clear error)",
+)
+GammainccDa = _declare(
+    "GammainccDa",
+    _incomplete.gammaincc_da,
+    2,
+    _LIKE_GAMMAINC,
+    _gammainc_da_grad(-1.0, "GammainccDa"),
+    "d/da Q(a, x) (its gradient in a is not implemented: a clear error)",
+)
+BetaincDa = _declare(
+    "BetaincDa",
+    _incomplete.betainc_da,
+    3,
+    _LIKE_BETAINC,
+    _betainc_d_grad(0),
+    "d/da I_x(a, b) (its gradient in a and b is not implemented: a clear error)",
+)
+BetaincDb = _declare(
+    "BetaincDb",
+    _incomplete.betainc_db,
+    3,
+    _LIKE_BETAINC,
+    _betainc_d_grad(1),
+    "d/db I_x(a, b) (its gradient in a and b is not implemented: a clear error)",
+)
 Floor = _declare(
     "Floor", np.floor, 1, FROM_NFUNC, lambda xs, o, g: [_alloc.zeros_like(xs[0])], "floor"
 )
@@ -635,6 +760,13 @@ i0e = _elemwise_function(I0e, "i0e", "exp(-|x|) I0(x)")
 i1e = _elemwise_function(I1e, "i1e", "exp(-|x|) I1(x)")
 i0 = _elemwise_function(I0, "i0", "modified Bessel function I0(x)")
 i1 = _elemwise_function(I1, "i1", "modified Bessel function I1(x)")
+gammainc = _elemwise_function(Gammainc, "gammainc", "regularized lower incomplete gamma P(a, x)")
+gammaincc = _elemwise_function(Gammaincc, "gammaincc", "regularized upper incomplete gamma Q(a, x)")
+betainc = _elemwise_function(Betainc, "betainc", "regularized incomplete beta I_x(a, b)")
+gammainc_da = _elemwise_function(GammaincDa, "gammainc_da", "d/da P(a, x)")
+gammaincc_da = _elemwise_function(GammainccDa, "gammaincc_da", "d/da Q(a, x)")
+betainc_da = _elemwise_function(BetaincDa, "betainc_da", "d/da I_x(a, b)")
+betainc_db = _elemwise_function(BetaincDb, "betainc_db", "d/db I_x(a, b)")
 floor = _elemwise_function(Floor, "floor", "floor")
 ceil = _elemwise_function(Ceil, "ceil", "ceiling")
 round = _elemwise_function(Round, "round", "round half to even")  # noqa: A001

@@ -28,6 +28,9 @@ from kiln_graph._math import Abs as Abs
 from kiln_graph._math import Add as Add
 from kiln_graph._math import Arcsinh as Arcsinh
 from kiln_graph._math import Arctan as Arctan
+from kiln_graph._math import Betainc as Betainc
+from kiln_graph._math import BetaincDa as BetaincDa
+from kiln_graph._math import BetaincDb as BetaincDb
 from kiln_graph._math import Betaln as Betaln
 from kiln_graph._math import Ceil as Ceil
 from kiln_graph._math import Clip as Clip
@@ -43,6 +46,10 @@ from kiln_graph._math import Exp2 as Exp2
 from kiln_graph._math import Expm1 as Expm1
 from kiln_graph._math import Floor as Floor
 from kiln_graph._math import FloorDivide as FloorDivide
+from kiln_graph._math import Gammainc as Gammainc
+from kiln_graph._math import Gammaincc as Gammaincc
+from kiln_graph._math import GammainccDa as GammainccDa
+from kiln_graph._math import GammaincDa as GammaincDa
 from kiln_graph._math import Gammaln as Gammaln
 from kiln_graph._math import I0e as I0e
 from kiln_graph._math import I1e as I1e

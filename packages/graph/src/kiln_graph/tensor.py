@@ -46,6 +46,9 @@ from kiln_graph._math import abs as abs  # noqa: A004
 from kiln_graph._math import add as add
 from kiln_graph._math import arcsinh as arcsinh
 from kiln_graph._math import arctan as arctan
+from kiln_graph._math import betainc as betainc
+from kiln_graph._math import betainc_da as betainc_da
+from kiln_graph._math import betainc_db as betainc_db
 from kiln_graph._math import betaln as betaln
 from kiln_graph._math import ceil as ceil
 from kiln_graph._math import clip as clip
@@ -62,6 +65,10 @@ from kiln_graph._math import exp2 as exp2
 from kiln_graph._math import expm1 as expm1
 from kiln_graph._math import floor as floor
 from kiln_graph._math import floor_divide as floor_divide
+from kiln_graph._math import gammainc as gammainc
+from kiln_graph._math import gammainc_da as gammainc_da
+from kiln_graph._math import gammaincc as gammaincc
+from kiln_graph._math import gammaincc_da as gammaincc_da
 from kiln_graph._math import gammaln as gammaln
 from kiln_graph._math import ge as ge
 from kiln_graph._math import gt as gt

@@ -19,6 +19,7 @@ import jax.scipy.special as jsp
 from kiln_graph import ScalarOp
 from kiln_graph import scalar as m
 from kiln_graph.scalar import Cast, ScalarConstant
+from kiln_jax import _incomplete
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
 
@@ -86,6 +87,13 @@ _FUNCTIONS: dict[type, Callable[..., Any]] = {
     m.Digamma: jsp.digamma,
     m.Polygamma: lambda n, x: jsp.polygamma(jnp.asarray(n).astype("int32"), x),
     m.Betaln: jsp.betaln,
+    m.Gammainc: jsp.gammainc,
+    m.Gammaincc: jsp.gammaincc,
+    m.Betainc: jsp.betainc,
+    m.GammaincDa: _incomplete.gammainc_da,
+    m.GammainccDa: _incomplete.gammaincc_da,
+    m.BetaincDa: _incomplete.betainc_da,
+    m.BetaincDb: _incomplete.betainc_db,
     m.I0e: jsp.i0e,
     m.I1e: jsp.i1e,
     m.I0: jsp.i0,
