@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.linalg as sla
 
-from kiln_graph import _blockwise, _elemwise, _math, _shape
+from kiln_graph import _alloc, _blockwise, _elemwise, _math, _shape
 from kiln_graph._basic import as_tensor
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
 from kiln_graph._node import Apply, Op, TensorVariable, Variable
@@ -519,6 +519,27 @@ def outer(a: Any, b: Any) -> TensorVariable:
     a = a if a.ndim == 1 else _shape.flatten(a)
     b = b if b.ndim == 1 else _shape.flatten(b)
     return _math.mul(_elemwise.dimshuffle(a, (0, "x")), _elemwise.dimshuffle(b, ("x", 0)))
+
+
+def kron(a: Any, b: Any) -> TensorVariable:
+    """Kronecker product of the matrices ``a`` (m x n) and ``b`` (p x q), as ``np.kron``.
+
+    Entry ``[i p + k, j q + l]`` is ``a[i, j] b[k, l]``: a broadcast product of shape
+    ``(m, p, n, q)``, reshaped.
+    """
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise KilnValueError(f"kron: expected two matrices, got ndim {a.ndim} and {b.ndim}")
+    prod = _math.mul(
+        _elemwise.dimshuffle(a, (0, "x", 1, "x")), _elemwise.dimshuffle(b, ("x", 0, "x", 1))
+    )
+    (m, n), (p, q) = (_dims(a), _dims(b))
+    return _shape.reshape(prod, (m * p, n * q))
+
+
+def _dims(x: TensorVariable) -> list[Any]:
+    """Return the lengths of ``x``'s dimensions: ints where static, else symbolic."""
+    return [n if n is not None else _alloc.shape_i(x, i) for i, n in enumerate(x.type.shape)]
 
 
 def cholesky(x: Any, lower: bool = True) -> TensorVariable:

@@ -37,6 +37,7 @@ from kiln_graph._linalg import cholesky as cholesky
 from kiln_graph._linalg import det as det
 from kiln_graph._linalg import dot as dot
 from kiln_graph._linalg import inv as inv
+from kiln_graph._linalg import kron as kron
 from kiln_graph._linalg import matmul as matmul
 from kiln_graph._linalg import outer as outer
 from kiln_graph._linalg import slogdet as slogdet

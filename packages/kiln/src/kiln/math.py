@@ -22,6 +22,7 @@ import numpy as np
 from kiln_graph import TensorVariable
 from kiln_graph import tensor as kt
 from kiln_graph.tensor import abs as abs  # noqa: A004
+from kiln_graph.tensor import betainc as betainc
 from kiln_graph.tensor import broadcast_to as broadcast_to
 from kiln_graph.tensor import ceil as ceil
 from kiln_graph.tensor import clip as clip
@@ -42,9 +43,12 @@ from kiln_graph.tensor import expm1 as expm1
 from kiln_graph.tensor import flatten as flatten
 from kiln_graph.tensor import floor as floor
 from kiln_graph.tensor import full as full
+from kiln_graph.tensor import gammainc as gammainc
+from kiln_graph.tensor import gammaincc as gammaincc
 from kiln_graph.tensor import gammaln as gammaln
 from kiln_graph.tensor import ge as ge
 from kiln_graph.tensor import gt as gt
+from kiln_graph.tensor import kron as kron
 from kiln_graph.tensor import le as le
 from kiln_graph.tensor import log as log
 from kiln_graph.tensor import log1mexp as log1mexp
@@ -206,14 +210,3 @@ def batched_diag(x: Any) -> TensorVariable:
         eye = kt.eye(n) if n is not None else kt.eye(kt.shape(x)[-1])
         return kt.sum(x * eye, axis=-1)
     raise ValueError(f"batched_diag: expected a 2-d or 3-d tensor, got ndim {x.ndim}")
-
-
-def kron(a: Any, b: Any) -> TensorVariable:
-    """Return the Kronecker product of the matrices ``a`` (m x n) and ``b`` (p x q)."""
-    a, b = kt.as_tensor(a), kt.as_tensor(b)
-    if a.ndim != 2 or b.ndim != 2:
-        raise ValueError(f"kron: expected two matrices, got ndim {a.ndim} and {b.ndim}")
-    m, n = kt.shape(a)[0], kt.shape(a)[1]
-    p, q = kt.shape(b)[0], kt.shape(b)[1]
-    prod4 = a[:, None, :, None] * b[None, :, None, :]  # [i, k, j, l] = a[i, j] b[k, l]
-    return kt.reshape(prod4, (m * p, n * q))

@@ -263,13 +263,6 @@ class MatrixNormal(SymbolicDistribution):
         return broadcast_like(mu, rv)
 
 
-def _kron(a: Any, b: Any) -> TensorVariable:
-    """Return the Kronecker product of the matrices ``a`` (m x n) and ``b`` (p x q)."""
-    a, b = _f(a), _f(b)
-    (m, n), (p, q) = a.type.shape, b.type.shape
-    return kt.reshape(a[:, None, :, None] * b[None, :, None, :], (m * p, n * q))
-
-
 class KroneckerNormal(SymbolicDistribution):
     """KroneckerNormal(mu, covs=/chols=/evds=, sigma=None): a normal of Kronecker covariance.
 
@@ -316,7 +309,7 @@ class KroneckerNormal(SymbolicDistribution):
                 )
         cov = mats[0]
         for mat in mats[1:]:
-            cov = _kron(cov, mat)
+            cov = kt.kron(_f(cov), _f(mat))
         if sigma is not None:
             cov = cov + _f(sigma) ** 2 * kt.eye(cov.type.shape[0])
         return (mu, cov)
