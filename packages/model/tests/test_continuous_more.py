@@ -124,7 +124,7 @@ CASES = [
         (2.0, 5.0, 0.5, 1.5),
         stats.jf_skew_t(2.0, 5.0, loc=0.5, scale=1.5),
         [-1e4, -20.0, -2.0, 0.5, 3.0, 50.0, 1e3],
-        False,
+        True,
     ),
     (
         "rice",
@@ -299,6 +299,11 @@ GRADIENT_CASES = [
         (2.0, 1.5, 0.6, 0.4),
     ),
     ("wald_logcdf", lambda v, mu, lam: km.logcdf(km.Wald.dist(mu, lam), v), (0.8, 1.5, 2.0)),
+    (
+        "skew_student_t_logcdf",
+        lambda v, a, b, mu, s: km.logcdf(km.SkewStudentT.dist(a, b, mu, s), v),
+        (1.0, 2.0, 5.0, 0.5, 1.5),
+    ),
     # Near the edges of the support and of the parameters:
     ("wald_near_0", lambda v, mu, lam: km.logp(km.Wald.dist(mu, lam), v), (0.02, 1.5, 2.0)),
     ("rice_near_0", lambda v, nu, s: km.logp(km.Rice.dist(nu, s), v), (1e-3, 2.0, 0.8)),

@@ -958,6 +958,7 @@ MORE_CASES = [
         [(2.0, 5.0, 0.5, 1.5), (1.0, 1.0, 0.0, 1.0), (6.0, 0.5, -2.0, 3.0)],
         [-200.0, -20.0, -2.0, 0.5, 3.0, 50.0],
         lambda x, a, b, mu, s: stats.jf_skew_t.logpdf(x, a, b, mu, s),
+        lambda x, a, b, mu, s: stats.jf_skew_t.logcdf(x, a, b, mu, s),
         rtol=1e-9,
     ),
     Case(

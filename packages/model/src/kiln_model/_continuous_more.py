@@ -282,6 +282,19 @@ class SkewStudentT(SymbolicDistribution):
         )
         return bound(lp, a > 0, b > 0, sigma > 0)
 
+    @staticmethod
+    def logcdf(value: Any, a: Any, b: Any, mu: Any, sigma: Any) -> TensorVariable:
+        # F = I_z(a, b) with z = (1 + t / r) / 2 = (r + t) / (2 r); above the median as
+        # 1 - I_{1-z}(b, a), so that each tail keeps its digits.
+        t = (value - mu) / sigma
+        ab = a + b
+        r = kt.sqrt(ab + t * t)
+        z = kt.switch(t >= 0, r + t, ab / (r - t)) / (2.0 * r)
+        z_c = kt.switch(t <= 0, r - t, ab / (r + t)) / (2.0 * r)
+        lower = kt.log(kt.betainc(a, b, kt.switch(z < 0.5, z, 0.25)))
+        upper = kt.log1p(-kt.betainc(b, a, kt.switch(z < 0.5, 0.25, z_c)))
+        return bound(kt.switch(z < 0.5, lower, upper), a > 0, b > 0, sigma > 0)
+
     @classmethod
     def support_point(
         cls, rv: TensorVariable, a: Any, b: Any, mu: Any, sigma: Any
