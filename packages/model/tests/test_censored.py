@@ -109,4 +109,4 @@ def test_bad_arguments_are_named() -> None:
     with pytest.raises(KilnValueError, match="lower must be <= upper"):
         km.Censored.dist(km.Normal.dist(0.0, 1.0), lower=2.0, upper=1.0)
     with pytest.raises(KilnTypeError, match="has no logcdf"):
-        km.Censored.dist(km.Poisson.dist(2.0), lower=0, upper=None)
+        km.Censored.dist(km.VonMises.dist(0.0, 1.0), lower=0.0, upper=None)

@@ -11,6 +11,7 @@ from kiln_graph import Constant, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
+from kiln_model._incomplete_cdf import log_betainc, log_gammainc, log_gammaincc
 from kiln_model._math import (
     LOG_2,
     LOG_2PI,
@@ -292,6 +293,11 @@ class Gamma(Distribution):
         )
         return bound(logp, value >= 0, *kr.OPS["gamma"].conditions(shape=shape, scale=scale))
 
+    @staticmethod
+    def logcdf(value: Any, shape: Any, scale: Any) -> TensorVariable:
+        lcdf = log_gammainc(shape, kt.maximum(value, 0.0) / scale)
+        return bound(lcdf, value >= 0, *kr.OPS["gamma"].conditions(shape=shape, scale=scale))
+
     @classmethod
     def support_point(cls, rv: TensorVariable, shape: Any, scale: Any) -> TensorVariable:
         return broadcast_like(shape * scale, rv)
@@ -314,6 +320,12 @@ class Beta(Distribution):
         logp = xlogy(alpha - 1.0, value) + xlog1py(beta - 1.0, -value) - kt.betaln(alpha, beta)
         valid = kr.OPS["beta"].conditions(alpha=alpha, beta=beta)
         return bound(logp, value >= 0, value <= 1, *valid)
+
+    @staticmethod
+    def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        x = kt.clip(value, 0.0, 1.0)  # 1 above the support: log1p(-I_0(beta, alpha)) = 0
+        lcdf = log_betainc(alpha, beta, x, 1.0 - x)
+        return bound(lcdf, value >= 0, *kr.OPS["beta"].conditions(alpha=alpha, beta=beta))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
@@ -338,6 +350,12 @@ class InverseGamma(Distribution):
         )
         return bound(logp, value > 0, *kr.OPS["invgamma"].conditions(alpha=alpha, beta=beta))
 
+    @staticmethod
+    def logcdf(value: Any, alpha: Any, beta: Any) -> TensorVariable:
+        # P(X <= x) = Q(alpha, beta / x)
+        lcdf = log_gammaincc(alpha, beta / kt.switch(value > 0, value, 1.0))
+        return bound(lcdf, value > 0, *kr.OPS["invgamma"].conditions(alpha=alpha, beta=beta))
+
     @classmethod
     def support_point(cls, rv: TensorVariable, alpha: Any, beta: Any) -> TensorVariable:
         return broadcast_like(beta / (alpha + 1.0), rv)  # the mode
@@ -354,6 +372,11 @@ def _student_t_logp(x: Any, nu: Any, mu: Any, sigma: Any) -> Any:
     )
 
 
+def _student_t_log_tail(z2: Any, nu: Any) -> Any:
+    """Return ``log P(T <= -|z|)`` of a standard Student t from ``z2 = z**2``."""
+    return log_betainc(0.5 * nu, 0.5, nu / (nu + z2), z2 / (nu + z2)) - LOG_2
+
+
 class StudentT(Distribution):
     """StudentT(nu, mu, sigma, lam): degrees of freedom, location, scale (or precision ``lam``)."""
 
@@ -366,6 +389,14 @@ class StudentT(Distribution):
     def logp(value: Any, nu: Any, mu: Any, sigma: Any) -> TensorVariable:
         valid = kr.OPS["studentt"].conditions(nu=nu, sigma=sigma)
         return bound(_student_t_logp(value, nu, mu, sigma), *valid)
+
+    @staticmethod
+    def logcdf(value: Any, nu: Any, mu: Any, sigma: Any) -> TensorVariable:
+        z = (value - mu) / sigma
+        # P(T <= -|z|) = I_{nu/(nu+z^2)}(nu/2, 1/2) / 2; the CDF above 0 is 1 minus it.
+        log_tail = _student_t_log_tail(z * z, nu)
+        lcdf = kt.switch(z < 0, log_tail, kt.log1mexp(log_tail))
+        return bound(lcdf, *kr.OPS["studentt"].conditions(nu=nu, sigma=sigma))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, nu: Any, mu: Any, sigma: Any) -> TensorVariable:
@@ -385,6 +416,13 @@ class HalfStudentT(Distribution):
     def logp(value: Any, nu: Any, sigma: Any) -> TensorVariable:
         logp = LOG_2 + _student_t_logp(value, nu, 0.0, sigma)
         return bound(logp, value >= 0, *kr.OPS["halfstudentt"].conditions(nu=nu, sigma=sigma))
+
+    @staticmethod
+    def logcdf(value: Any, nu: Any, sigma: Any) -> TensorVariable:
+        # P(|T| <= z) = 1 - 2 P(T <= -z) = I_{z^2/(nu+z^2)}(1/2, nu/2)
+        z2 = kt.square(kt.maximum(value, 0.0) / sigma)
+        lcdf = log_betainc(0.5, 0.5 * nu, z2 / (nu + z2), nu / (nu + z2))
+        return bound(lcdf, value >= 0, *kr.OPS["halfstudentt"].conditions(nu=nu, sigma=sigma))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, nu: Any, sigma: Any) -> TensorVariable:

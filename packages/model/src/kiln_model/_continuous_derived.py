@@ -73,6 +73,10 @@ class ChiSquared(SymbolicDistribution):
         # Gamma's: finite at 0 where nu = 2, +inf there where nu < 2 (as SciPy's chi2).
         return Gamma.logp(value, nu / 2.0, 2.0)
 
+    @staticmethod
+    def logcdf(value: Any, nu: Any) -> TensorVariable:
+        return Gamma.logcdf(value, nu / 2.0, 2.0)
+
     @classmethod
     def support_point(cls, rv: TensorVariable, nu: Any) -> TensorVariable:
         return broadcast_like(nu, rv)

@@ -11,6 +11,7 @@ from kiln_graph import Elemwise, KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_graph.scalar import Sigmoid
 from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
+from kiln_model._incomplete_cdf import log_betainc, log_gammaincc
 from kiln_model._math import bound, log1m, xlog1m, xlogy
 
 
@@ -97,6 +98,16 @@ class Binomial(Distribution):
         logp = log_choose + xlogy(value, p) + xlog1m(n - value, p)
         return bound(logp, value >= 0, value <= n, *kr.OPS["binomial"].conditions(p=p))
 
+    @staticmethod
+    def logcdf(value: Any, n: Any, p: Any) -> TensorVariable:
+        # P(K <= k) = I_{1-p}(n - k, k + 1) for 0 <= k < n, 1 from n on (the branch not
+        # selected runs at the stand-in k = 0).
+        k = kt.floor(value)
+        below = k < n
+        k_in = kt.switch(below, kt.maximum(k, 0.0), 0.0)
+        lcdf = kt.switch(below, log_betainc(n - k_in, k_in + 1.0, 1.0 - p, p), 0.0)
+        return bound(lcdf, value >= 0, *kr.OPS["binomial"].conditions(p=p))
+
     @classmethod
     def support_point(cls, rv: TensorVariable, n: Any, p: Any) -> TensorVariable:
         return broadcast_like(_round(n * p), rv)
@@ -114,6 +125,12 @@ class Poisson(Distribution):
     def logp(value: Any, mu: Any) -> TensorVariable:
         logp = xlogy(value, mu) - mu - kt.gammaln(value + 1.0)
         return bound(logp, value >= 0, *kr.OPS["poisson"].conditions(mu=mu))
+
+    @staticmethod
+    def logcdf(value: Any, mu: Any) -> TensorVariable:
+        # P(K <= k) = Q(floor(k) + 1, mu)
+        lcdf = log_gammaincc(kt.maximum(kt.floor(value), 0.0) + 1.0, mu)
+        return bound(lcdf, value >= 0, *kr.OPS["poisson"].conditions(mu=mu))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, mu: Any) -> TensorVariable:
@@ -153,6 +170,13 @@ class NegativeBinomial(Distribution):
             + xlog1m(value, p)
         )
         return bound(logp, value >= 0, *kr.OPS["negative_binomial"].conditions(n=n, p=p))
+
+    @staticmethod
+    def logcdf(value: Any, n: Any, p: Any) -> TensorVariable:
+        # P(K <= k) = I_p(n, floor(k) + 1)
+        k = kt.maximum(kt.floor(value), 0.0)
+        lcdf = log_betainc(n, k + 1.0, p, 1.0 - p)
+        return bound(lcdf, value >= 0, *kr.OPS["negative_binomial"].conditions(n=n, p=p))
 
     @classmethod
     def support_point(cls, rv: TensorVariable, n: Any, p: Any) -> TensorVariable:
