@@ -452,7 +452,7 @@ def test_model_variables_sample_inside_their_support():
         km.SkewStudentT("s", 2.0, 3.0)
         km.AsymmetricLaplace("a", 1.0, 2.0)
     names = {v.name for v in m.value_vars}
-    assert {"t_interval__", "w_interval__", "v_interval__", "i_interval__"} <= names
+    assert {"t_interval__", "w_interval__", "v_circular__", "i_interval__"} <= names
     assert {"l_logodds__", "r_log__", "s", "a"} <= names
     point = m.initial_point()
     mean = 1.0 / 3.0  # the support point of Triangular(-1, 0, 2), through log-odds

@@ -53,6 +53,8 @@ CASES = [
     Case("log_ordered", tr.ChainTransform(tr.log, tr.ordered), _Y4),
     # An elementwise chain: (1, inf) through a shift and a log.
     Case("interval_log", tr.ChainTransform(tr.interval(1.0, None), tr.log), _Y1),
+    # Angles: points inside [-pi, pi) (where forward inverts backward).
+    Case("circular", tr.circular, _Y1),
 ]
 
 
@@ -139,3 +141,13 @@ def test_interval_with_symbolic_bounds() -> None:
         s = 1.0 / (1.0 + np.exp(-_Y1))
         np.testing.assert_allclose(x, a + (b - a) * s, rtol=1e-14)
         np.testing.assert_allclose(log_jac, np.log((b - a) * s * (1.0 - s)), rtol=1e-12)
+
+
+def test_circular_wraps_every_real_onto_the_angle_it_points_at() -> None:
+    y = kt.vector("y")
+    f = kiln.function([y], tr.circular.backward(y))
+    values = np.array([-10.0, -np.pi, -1.0, 0.0, 3.0, np.pi, 7.5, 100.0])
+    got = f(values)
+    assert np.all((got >= -np.pi) & (got < np.pi))
+    np.testing.assert_allclose(np.cos(got), np.cos(values), atol=1e-12)
+    np.testing.assert_allclose(np.sin(got), np.sin(values), atol=1e-12)

@@ -369,7 +369,7 @@ class VonMises(Distribution):
 
     @classmethod
     def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
-        return _interval_transform(kt.as_tensor(-np.pi), kt.as_tensor(np.pi))
+        return tr.circular
 
 
 class Interpolated(SymbolicDistribution):

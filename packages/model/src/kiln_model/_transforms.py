@@ -180,6 +180,26 @@ class SimplexTransform(Transform):
         return kt.concatenate([y, zeros], axis=-1)
 
 
+class CircularTransform(Transform):
+    """Angles: ``R -> [-pi, pi)``, ``backward(y) = y - 2 pi floor((y + pi) / (2 pi))``.
+
+    Every real maps to the angle it points at, so a sampler moves around the circle
+    with no wall at +-pi; the log-Jacobian is 0 (the wrap is a translation).
+    """
+
+    name = "circular"
+
+    def forward(self, x: Any) -> Any:
+        return kt.as_tensor(x)
+
+    def backward(self, y: Any) -> Any:
+        y = kt.as_tensor(y)
+        return y - 2.0 * np.pi * kt.floor((y + np.pi) / (2.0 * np.pi))
+
+    def log_jac_det(self, y: Any) -> Any:
+        return kt.zeros_like(y, dtype="float64")
+
+
 class ChainTransform(Transform):
     """Transforms applied in order: ``forward = t_n(...t_1(x))``."""
 
@@ -358,6 +378,7 @@ log = LogTransform()
 logodds = LogOddsTransform()
 ordered = OrderedTransform()
 simplex = SimplexTransform()
+circular = CircularTransform()
 
 
 def interval(lower: Any = None, upper: Any = None) -> IntervalTransform:
