@@ -236,9 +236,9 @@ def test_lkj_bad_input():
         km.LKJCorr.dist(3, -1.0)
     with pytest.raises(ValueError, match="n must be an integer >= 2"):
         km.LKJCorr.dist(1, 1.0)
-    with pytest.raises(TypeError, match="sd_dist must be an unnamed draw"):
+    with pytest.raises(TypeError, match="sd_dist: expected an unnamed draw such as"):
         km.LKJCholeskyCov.dist(1.0, 3, 1.0)
-    with km.Model(), pytest.raises(TypeError, match="sd_dist must be unnamed"):
+    with km.Model(), pytest.raises(TypeError, match="sd_dist: expected an unnamed draw .*model"):
         s = km.Exponential("s", 1.0, shape=3)
         km.LKJCholeskyCov("c", 1.0, 3, s)
 

@@ -24,13 +24,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnTypeError, TensorVariable, Variable, infer_shape
+from kiln_graph import KilnTypeError, TensorVariable, infer_shape
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
-from kiln_model._distribution import Distribution, density_of, register_density
+from kiln_model._distribution import Distribution, register_density
 from kiln_model._math import bound
-from kiln_model._model import Deterministic, Model
-from kiln_model._symbolic import SymbolicDistribution, batch_shape
+from kiln_model._model import Deterministic
+from kiln_model._symbolic import batch_shape, redraw
 from kiln_model._triangular import (
     check_size,
     corr_cholesky,
@@ -42,7 +42,6 @@ from kiln_model._triangular import (
     symmetric_from_triu,
 )
 from kiln_model._validate import check_constants
-from kiln_random import RandomVariable
 
 _ETA_CHECK = ((("eta",), lambda eta: eta > 0, "eta must be > 0"),)
 _LOG_PI = float(np.log(np.pi))
@@ -89,34 +88,6 @@ def _batch_of(size: Any, shape: Any, what: str) -> Any:
         raise KilnTypeError(f"{what}: give size or shape, not both")
     full = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     return full[:-1]
-
-
-def _redraw(what: str, sd_dist: Any, size: tuple[Any, ...]) -> tuple[Any, list[Variable], Any]:
-    """Return ``(density, params, draw)``: ``sd_dist`` drawn again with batch shape ``size``."""
-    owner = sd_dist.owner if isinstance(sd_dist, Variable) else None
-    if owner is None:
-        raise KilnTypeError(
-            f"{what}: sd_dist must be an unnamed draw such as kl.Exponential.dist(1.0, shape=n), "
-            f"got {sd_dist!r}"
-        )
-    ctx = Model.get_context(error_if_none=False)
-    if ctx is not None and any(info.rv is sd_dist for info in ctx.variables.values()):
-        raise KilnTypeError(
-            f"{what}: sd_dist must be unnamed (made with .dist(...)), not the model variable "
-            f"{sd_dist.name!r}"
-        )
-    dist, params = density_of(sd_dist)
-    if isinstance(owner.op, RandomVariable):
-        if owner.op.core_ndim:
-            raise KilnTypeError(f"{what}: sd_dist must be a univariate distribution")
-        return dist, params, kr.draw(owner.op, tuple(params), size, kr.rng())
-    if isinstance(dist, type) and issubclass(dist, SymbolicDistribution) and not dist.ndim_supp:
-        draw = kt.as_tensor(dist.build(*params, size=size, rng=kr.rng()))
-        register_density(draw, dist, params)
-        return dist, params, draw
-    raise KilnTypeError(
-        f"{what}: sd_dist must be the .dist(...) draw of a univariate distribution, got {sd_dist!r}"
-    )
 
 
 @dataclasses.dataclass(eq=False)
@@ -244,7 +215,7 @@ class LKJCholeskyCov(Distribution):
             sd_batch = sd_t[..., 0] if sd_t.ndim else sd_t
             batch = batch_shape(None, eta_t, sd_batch)
         batch = () if batch is None else tuple(batch)
-        sd, sd_params, scales = _redraw(what, sd_dist, (*batch, n))
+        sd, sd_params, scales = redraw(f"{what}: sd_dist", sd_dist, (*batch, n))
         w = lkj_corr_cholesky_draw(eta_t, n, batch or None, rng if rng is not None else kr.rng())
         rv = pack_tril(kt.expand_dims(scales, -1) * w, n)
         register_density(rv, LKJCholeskyCovDensity(n, sd, scales), [eta_t, *sd_params], rng=rng)

@@ -5,8 +5,9 @@ last axis of ``w``). The draw is a graph of draws: a component index per element
 (``categorical(w)``) selecting one of the components' draws (each redrawn with the
 mixture's batch shape), so it runs on every backend.
 
-Components are given as a list of unnamed draws (``kl.Normal.dist(...)``), or as one
-draw whose last axis holds the components.
+Components are given as a list of unnamed draws of univariate distributions
+(``kl.Normal.dist(...)``, ``kl.Gumbel.dist(...)``), or as one draw whose last axis
+holds the components.
 """
 
 from __future__ import annotations
@@ -18,17 +19,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, infer_shape
+from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, infer_shape
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._continuous import Normal
-from kiln_model._distribution import (
-    Distribution,
-    broadcast_like,
-    distribution_of,
-    register_density,
-)
-from kiln_random import RandomVariable
+from kiln_model._distribution import Distribution, broadcast_like, register_density
+from kiln_model._symbolic import SymbolicDistribution, redraw
 
 
 @dataclasses.dataclass(eq=False)
@@ -116,6 +112,10 @@ _SUPPORT_TRANSFORM: dict[str, tr.Transform | None] = {
 
 def _point(dist: type[Distribution], params: list[Any]) -> Any:
     """Return a component's central value (its support point on a draw of its own shape)."""
+    if issubclass(dist, SymbolicDistribution):
+        return dist.support_point(
+            kt.as_tensor(dist.build(*params, size=None, rng=kr.rng(0))), *params
+        )
     template = kr.draw(dist.rv_op, tuple(params), None, kr.rng(0))
     return dist.support_point(template, *template.owner.inputs[2:])  # type: ignore[union-attr]
 
@@ -155,22 +155,19 @@ class Mixture(Distribution):
             raise KilnValueError("Mixture: w needs a last axis of components")
         stacked = not isinstance(comp_dists, list | tuple)
         comps = [comp_dists] if stacked else list(comp_dists)
-        ops, param_groups = [], []
+        n_comp = kt.shape_i(w_t, -1)
+        index = kr.categorical(w_t, size=size, rng=rng if rng is not None else kr.rng())
+        batch = tuple(infer_shape(index))
+        # Each component drawn anew with the mixture's batch shape (and one more axis of
+        # components for a stacked draw); any univariate distribution, a draw op's or a
+        # graph of draws (kl.Gumbel.dist), has its density with the new draw.
+        dists, param_groups, fresh = [], [], []
         for i, c in enumerate(comps):
-            if (
-                not isinstance(c, Variable)
-                or c.owner is None
-                or not isinstance(c.owner.op, RandomVariable)
-            ):
-                raise KilnTypeError(
-                    f"Mixture: component {i} must be an unnamed draw such as "
-                    f"kl.Normal.dist(0, 1), got {c!r}"
-                )
-            if c.owner.op.core_ndim:
-                raise KilnTypeError("Mixture: components must be scalar (univariate) distributions")
-            ops.append(c.owner.op)
-            param_groups.append(list(c.owner.inputs[2:]))
-        dists = [distribution_of(c) for c in comps]
+            what = "Mixture: comp_dists" if stacked else f"Mixture: component {i}"
+            dist, params, draw = redraw(what, c, (*batch, n_comp) if stacked else batch)
+            dists.append(dist)
+            param_groups.append(params)
+            fresh.append(draw)
         supports = {d.support for d in dists}
         discrete = {d.discrete for d in dists}
         if len(discrete) != 1:
@@ -181,19 +178,7 @@ class Mixture(Distribution):
             supports.pop() if len(supports) == 1 else "real",
             discrete.pop(),
         )
-        n_comp = kt.shape_i(w_t, -1)
-        index = kr.categorical(w_t, size=size, rng=rng if rng is not None else kr.rng())
-        batch = infer_shape(index)
-        if stacked:
-            draws = kr.draw(ops[0], tuple(param_groups[0]), (*batch, n_comp), kr.rng())
-        else:
-            draws = kt.stack(
-                [
-                    kr.draw(op, tuple(g), batch, kr.rng())
-                    for op, g in zip(ops, param_groups, strict=True)
-                ],
-                axis=-1,
-            )
+        draws = fresh[0] if stacked else kt.stack(fresh, axis=-1)
         picked = kt.eq(kt.expand_dims(index, -1), kt.arange(n_comp))
         zero = kt.zeros_like(draws)
         rv = kt.sum(kt.switch(picked, draws, zero), axis=-1)

@@ -15,10 +15,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 import kiln_random as kr
-from kiln_graph import KilnValueError, TensorVariable, Variable, infer_shape
+from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, Variable, infer_shape
 from kiln_graph import tensor as kt
-from kiln_model._distribution import Distribution, register_density
+from kiln_model._distribution import Distribution, density_of, register_density
+from kiln_model._model import Model
 from kiln_model._validate import check_constants
+from kiln_random import RandomVariable
 
 
 class SymbolicDistribution(Distribution):
@@ -66,6 +68,47 @@ class SymbolicDistribution(Distribution):
         take ``kr.rng()`` each (identical draw expressions of one generator are one draw).
         """
         raise NotImplementedError
+
+
+def redraw(what: str, rv: Any, size: Any) -> tuple[Any, list[Variable], TensorVariable]:
+    """Return ``(dist, params, draw)``: the unnamed univariate draw ``rv`` drawn anew.
+
+    ``rv`` is a distribution's ``.dist(...)``: one draw op (``kl.Normal.dist(0, 1)``) or a
+    :class:`SymbolicDistribution`'s draw graph (``kl.Gumbel.dist(0, 1)``); the new draw
+    has batch shape ``size``, the same density ``dist.logp(value, *params)`` and a
+    generator of its own. ``what`` names the argument in errors (model variables,
+    expressions and multivariate or composite distributions are refused).
+    """
+    owner = rv.owner if isinstance(rv, Variable) else None
+    if owner is None:
+        raise KilnTypeError(
+            f"{what}: expected an unnamed draw such as kl.Normal.dist(0, 1), got {rv!r}"
+        )
+    ctx = Model.get_context(error_if_none=False)
+    if rv.name is not None or (
+        ctx is not None and any(info.rv is rv for info in ctx.variables.values())
+    ):
+        raise KilnTypeError(
+            f"{what}: expected an unnamed draw (made with .dist(...)), not the model variable "
+            f"{rv.name!r}"
+        )
+    try:
+        dist, params = density_of(rv)
+    except KilnTypeError:
+        dist, params = None, []
+    if isinstance(owner.op, RandomVariable) and isinstance(dist, type) and dist.rv_op is owner.op:
+        if owner.op.core_ndim:
+            raise KilnTypeError(f"{what}: expected a univariate distribution, got {owner.op}")
+        return dist, params, kr.draw(owner.op, tuple(params), size, kr.rng())
+    if isinstance(dist, type) and issubclass(dist, SymbolicDistribution):
+        if dist.ndim_supp:
+            raise KilnTypeError(f"{what}: expected a univariate distribution, got {dist.__name__}")
+        draw = kt.as_tensor(dist.build(*params, size=size, rng=kr.rng()))
+        register_density(draw, dist, params)
+        return dist, params, draw
+    raise KilnTypeError(
+        f"{what}: expected the .dist(...) draw of a univariate distribution, got {rv!r}"
+    )
 
 
 def _as_param(p: Any) -> TensorVariable:
