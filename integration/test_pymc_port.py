@@ -420,6 +420,43 @@ def von_mises_prior_near_pi() -> Port:
     )
 
 
+@port
+def censored_poisson_counts() -> Port:
+    """Port counts reported as "5 or more": a Poisson censored above (its logcdf: gammaincc)."""
+    rng = np.random.default_rng(13)
+    y = np.minimum(rng.poisson(3.5, 120), 5)
+    with kl.Model() as model:
+        mu = kl.Gamma("mu", alpha=2.0, beta=0.5)
+        kl.Censored("y", kl.Poisson.dist(mu), lower=None, upper=5, observed=y)
+
+    def log_post(m: np.ndarray) -> np.ndarray:
+        capped = int((y == 5).sum())
+        lik = _loglik(lambda k, m: stats.poisson.logpmf(k, m), y[y < 5], m)
+        return stats.gamma.logpdf(m, 2.0, scale=2.0) + lik + capped * stats.poisson.logsf(4, m)
+
+    ((mean, sd),) = grid_moments(log_post, np.linspace(2.2, 5.2, 1201))
+    return Port(model, {"mu": (mean, sd)})
+
+
+@port
+def truncated_gamma_sizes() -> Port:
+    """Port sizes seen only between 1 and 6: a Gamma truncated on both sides (gammainc)."""
+    rng = np.random.default_rng(14)
+    draws = rng.gamma(2.5, 1.0, 2000)
+    y = draws[(draws > 1.0) & (draws < 6.0)][:150]
+    with kl.Model() as model:
+        alpha = kl.Exponential("alpha", 0.5)
+        kl.Truncated("y", kl.Gamma.dist(alpha=alpha, beta=1.0), lower=1.0, upper=6.0, observed=y)
+
+    def log_post(a: np.ndarray) -> np.ndarray:
+        mass = stats.gamma.cdf(6.0, a) - stats.gamma.cdf(1.0, a)
+        lik = _loglik(lambda x, a: stats.gamma.logpdf(x, a), y, a)
+        return stats.expon.logpdf(a, scale=2.0) + lik - len(y) * np.log(mass)
+
+    ((mean, sd),) = grid_moments(log_post, np.linspace(1.0, 4.5, 1401))
+    return Port(model, {"alpha": (mean, sd)})
+
+
 # --- the test -------------------------------------------------------------------------
 
 
