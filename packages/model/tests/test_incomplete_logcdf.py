@@ -16,6 +16,7 @@ from scipy import stats
 
 import kiln
 import kiln_model as km
+import kiln_random as kr
 from kiln_graph import tensor as kt
 
 VM = kiln.Mode(linker="vm")
@@ -137,3 +138,25 @@ def test_censored_poisson_matches_scipy() -> None:
     want[3] = stats.poisson.logsf(4, 3.0)
     want[4] = -np.inf
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_hurdle_negative_binomial_draws() -> None:
+    """Zeros with probability 1 - psi; the positive draws follow NB given K > 0 (chi-square).
+
+    On the VM: the zero-truncated part is Truncated's inverse-CDF draw, which
+    ``test_truncated.py`` runs on Numba too (its compile takes minutes here).
+    """
+    psi, n, p, size = 0.6, 2.0, 0.3, 4000
+    rv = km.HurdleNegativeBinomial.dist(psi, p=p, n=n, size=size, rng=kr.rng(3))
+    draws = kiln.function([], rv, mode=VM)()
+    assert draws.shape == (size,) and draws.dtype.kind == "i" and draws.min() >= 0
+    zeros = np.mean(draws == 0)
+    assert abs(zeros - (1 - psi)) < 4 * np.sqrt(psi * (1 - psi) / size)
+    positive = draws[draws > 0]
+    base = stats.nbinom(n, p)
+    edges = np.arange(1, 16)
+    probs = base.pmf(edges) / base.sf(0)
+    probs = np.append(probs, base.sf(edges[-1]) / base.sf(0))  # the tail above 15
+    counts = np.append([np.sum(positive == k) for k in edges], np.sum(positive > edges[-1]))
+    result = stats.chisquare(counts, probs * positive.size)
+    assert result.pvalue > 1e-3, result

@@ -818,6 +818,27 @@ DERIVED_CASES = [
         _hurdle(lambda k, mu: stats.poisson.logpmf(k, mu) - np.log(-np.expm1(-mu))),
     ),
     Case(
+        "hurdle_negative_binomial",
+        km.HurdleNegativeBinomial,
+        ("psi", "mu", "alpha"),
+        [(0.7, 3.0, 2.0), (0.0, 2.0, 1.0), (0.4, 1e-4, 5.0), (0.5, 300.0, 0.5)],
+        [-1, 0, 1, 5, 500],
+        _hurdle(
+            lambda k, mu, a: (
+                stats.nbinom.logpmf(k, a, a / (mu + a))
+                - np.log(-np.expm1(a * np.log(a / (mu + a))))
+            )
+        ),
+    ),
+    Case(
+        "hurdle_negative_binomial_np",
+        km.HurdleNegativeBinomial,
+        ("psi", "n", "p"),
+        [(0.7, 3.0, 0.4), (1.0, 0.5, 0.9)],
+        [0, 1, 5, 40],
+        _hurdle(lambda k, n, p: stats.nbinom.logpmf(k, n, p) - np.log(-np.expm1(n * np.log(p)))),
+    ),
+    Case(
         "hurdle_gamma",
         km.HurdleGamma,
         ("psi", "alpha", "beta"),
@@ -1178,10 +1199,6 @@ NOT_IN_TABLE: dict[str, str] = {
             "EulerMaruyama",
         ),
         "time series: need steps (most an init_dist); test_timeseries.py checks them",
-    ),
-    **dict.fromkeys(
-        ("HurdleNegativeBinomial",),
-        "univariate, being added (issue #22)",
     ),
 }
 

@@ -54,7 +54,7 @@ globals().update(DISTRIBUTIONS)
 
 #: PyMC distributions kiln does not provide (yet): the names the hint recognises.
 PYMC_ONLY: frozenset[str] = frozenset(
-    {"BinaryGaussianGP", "DensityDist", "HurdleNegativeBinomial", "Simulator"}
+    {"BinaryGaussianGP", "DensityDist", "Simulator"}
 )
 
 

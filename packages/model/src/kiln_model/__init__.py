@@ -64,6 +64,7 @@ from kiln_model._discrete_derived import DiscreteUniform as DiscreteUniform
 from kiln_model._discrete_derived import DiscreteWeibull as DiscreteWeibull
 from kiln_model._discrete_derived import HurdleGamma as HurdleGamma
 from kiln_model._discrete_derived import HurdleLogNormal as HurdleLogNormal
+from kiln_model._discrete_derived import HurdleNegativeBinomial as HurdleNegativeBinomial
 from kiln_model._discrete_derived import HurdlePoisson as HurdlePoisson
 from kiln_model._discrete_derived import HyperGeometric as HyperGeometric
 from kiln_model._discrete_derived import OrderedLogistic as OrderedLogistic

@@ -26,6 +26,7 @@ from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
 from kiln_model._math import bound, log1m, log_diff_exp, normal_lcdf
 from kiln_model._parametrizations import precision
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
+from kiln_model._truncated import Truncated
 
 _PSI_CHECK = (("psi",), lambda psi: (psi >= 0) & (psi <= 1), "psi must be in [0, 1]")
 
@@ -386,6 +387,48 @@ class HurdlePoisson(SymbolicDistribution):
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, mu: Any) -> TensorVariable:
         mean = psi * _f(mu) / -kt.expm1(-_f(mu))
+        return broadcast_like(_round(kt.floor(mean)), rv)
+
+
+class HurdleNegativeBinomial(SymbolicDistribution):
+    """HurdleNegativeBinomial(psi, mu, alpha) or (psi, p=..., n=...).
+
+    0 with probability ``1 - psi``, else NegativeBinomial (mean ``mu``, overdispersion
+    ``alpha``; or ``n`` successes of probability ``p``) given that it is positive.
+    """
+
+    params = ("psi", "mu", "alpha", "p", "n")
+    support = "nonnegative_integer"
+    discrete = True
+    param_checks = (_PSI_CHECK, *_NB_CHECKS)
+
+    @classmethod
+    def rv_params(
+        cls, psi: Any = None, mu: Any = None, alpha: Any = None, p: Any = None, n: Any = None
+    ) -> tuple[Any, ...]:
+        if psi is None:
+            raise KilnTypeError(f"{cls.__name__}: missing parameter 'psi'")
+        return (psi, *_nb_params(cls.__name__, mu, alpha, p, n))
+
+    @classmethod
+    def build(cls, psi: Any, n: Any, p: Any, *, size: Any, rng: Any) -> TensorVariable:
+        size = batch_shape(size, psi, n, p)
+        keep = kr.bernoulli(psi, size=size, rng=rng)
+        # Zero-truncated NegativeBinomial (exact): Truncated's inverse-CDF draw.
+        base = NegativeBinomial.dist(n=n, p=p, size=size, rng=kr.rng())
+        positive = Truncated.dist(base, lower=1, upper=None, size=size, rng=kr.rng())
+        return keep * positive
+
+    @staticmethod
+    def logp(value: Any, psi: Any, n: Any, p: Any) -> TensorVariable:
+        # P(K > 0) = 1 - p^n
+        positive = NegativeBinomial.logp(value, n, p) - kt.log1mexp(n * kt.log(p))
+        valid = kr.OPS["negative_binomial"].conditions(n=n, p=p)
+        return _hurdle_logp(value, psi, positive, [*valid, p < 1])
+
+    @classmethod
+    def support_point(cls, rv: TensorVariable, psi: Any, n: Any, p: Any) -> TensorVariable:
+        mean = psi * n * (1.0 - _f(p)) / p / -kt.expm1(n * kt.log(p))
         return broadcast_like(_round(kt.floor(mean)), rv)
 
 
