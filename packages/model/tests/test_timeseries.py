@@ -11,6 +11,7 @@ from scipy import stats
 
 import kiln
 import kiln_model as km
+import kiln_random as kr
 from kiln_compile import available_linkers
 from kiln_graph import KilnTypeError, KilnValueError
 from kiln_graph import tensor as kt
@@ -517,10 +518,30 @@ def test_draws_on_jax_have_the_same_moments() -> None:
     assert np.all(np.abs((r**2).mean(0) - 1.0) < 6 * np.sqrt((kurt - 1) / n))
 
 
-def test_euler_maruyama_forward_draws_raise_a_clear_error() -> None:
-    rv = km.EulerMaruyama.dist(0.1, lambda x: (-x, 1.0), (), init_dist=km.Normal.dist(), steps=5)
-    with pytest.raises(NotImplementedError, match="scan"):
-        _compile([], rv, "vm")()
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_euler_maruyama_draws_follow_the_discretised_ou_process(backend: str) -> None:
+    # x_{t+1} = a x_t + sigma sqrt(dt) z, a = 1 - theta dt; x_0 ~ Normal(0, 1):
+    # Var x_t = a^(2t) + sigma^2 dt (1 - a^(2t)) / (1 - a^2), Cov(x_{t+1}, x_t) = a Var x_t.
+    theta, sigma, dt, steps, n = 1.5, 0.8, 0.1, 30, 20_000
+    rv = km.EulerMaruyama.dist(
+        dt,
+        lambda x, th, s: (-th * x, s),
+        (theta, sigma),
+        init_dist=km.Normal.dist(0.0, 1.0),
+        steps=steps,
+        size=n,
+        rng=kr.rng(7),
+    )
+    x = _compile([], rv, backend)()
+    assert x.shape == (n, steps + 1)
+    a = 1.0 - theta * dt
+    for t in (1, 10, steps):
+        var = a ** (2 * t) + sigma**2 * dt * (1 - a ** (2 * t)) / (1 - a**2)
+        assert abs(x[:, t].mean()) < 5 * np.sqrt(var / n)
+        assert abs(x[:, t].var() / var - 1) < 5 * np.sqrt(2 / n)
+    var = a ** (2 * (steps - 1)) + sigma**2 * dt * (1 - a ** (2 * (steps - 1))) / (1 - a**2)
+    cov = np.mean(x[:, steps] * x[:, steps - 1])
+    assert abs(cov / (a * var) - 1) < 5 * np.sqrt(2 / n)
 
 
 # --- shapes ----------------------------------------------------------------------------------
@@ -534,7 +555,7 @@ def test_shapes_from_steps_shape_dims_and_observed() -> None:
         c = km.GARCH11("c", 0.1, 0.1, 0.8, 0.3, observed=np.zeros((4, 7)))
         d = km.MvGaussianRandomWalk("d", np.zeros(2), cov=np.eye(2), init_dist=init, steps=4)
         e = km.EulerMaruyama(
-            "e", 0.1, lambda x, k: (-k * x, 1.0), (np.ones(3),), init_dist=init, dims=("time",)
+            "e", 0.1, lambda x, k: (-k * x, 1.0), (1.0,), init_dist=init, dims=("time",)
         )
         f = km.AR("f", np.zeros((2, 3)), constant=True, init_dist=init, observed=np.zeros((2, 9)))
     assert a.type.shape == (2, 12)

@@ -1,4 +1,9 @@
-"""Euler-Maruyama discretised SDEs (PyMC's name): an exact log-density, no forward draws."""
+"""Euler-Maruyama discretised SDEs (PyMC's name): an exact log-density and forward draws.
+
+The forward draw is the recursion written out step by step in the graph (``steps``
+applications of ``sde_fn``), so it runs on every backend; its graph, hence the compile
+time of a predictive function, grows with ``steps``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kiln_graph import Apply, KilnTypeError, Op, TensorType, TensorVariable
+import kiln_random as kr
+from kiln_graph import KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model._continuous import Normal
 from kiln_model._distribution import density_of
@@ -20,37 +26,6 @@ from kiln_model._series import (
 )
 from kiln_model._symbolic import _as_param
 from kiln_model._validate import check_constants
-
-
-class NoForwardDraw(Op):
-    """Stands for a series kiln cannot draw forward; running it raises NotImplementedError.
-
-    Its input is a zero tensor of the series' shape, so the shape is known to the graph
-    (support points, shape checks) while no draw is ever computed.
-    """
-
-    __props__ = ("what",)
-
-    def __init__(self, what: str) -> None:
-        self.what = str(what)
-
-    def __str__(self) -> str:
-        return f"NoForwardDraw{{{self.what}}}"
-
-    def make_node(self, template: Any) -> Apply:
-        template = kt.as_tensor(template)
-        return Apply.create(self, [template], [TensorType("float64", template.type.shape)])
-
-    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        raise NotImplementedError(
-            f"{self.what}: forward draws (prior or posterior predictive) of an "
-            "Euler-Maruyama series need a sequential loop over time through sde_fn, which "
-            "kiln's graphs cannot express (no scan op); its log-density is available, so it "
-            "can be sampled as a latent or observed series"
-        )
-
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
-        return [input_shapes[0]]
 
 
 @dataclasses.dataclass(eq=False)
@@ -82,6 +57,32 @@ class EulerMaruyamaDensity:
         return None
 
 
+def _forward_draw(
+    sde_fn: Callable[..., Any],
+    dt: Any,
+    pars: Sequence[Any],
+    init: Any,
+    batch: tuple[Any, ...],
+    steps: int,
+    rng: Any,
+) -> TensorVariable:
+    """Return ``x_0 = init``, ``x_t = x + dt f(x) + sqrt(dt) g(x) z_t`` stacked on a last axis.
+
+    ``sde_fn`` sees each point with a trailing axis of length 1 and the parameters with
+    one too, as the log-density passes them (a time axis), so one function serves both.
+    """
+    z = kr.normal(0.0, 1.0, size=(*batch, steps), rng=rng)
+    x = kt.broadcast_to(kt.cast(init, "float64"), batch)
+    shifted = [kt.as_tensor(q)[..., None] for q in pars]
+    points = [x]
+    for t in range(steps):
+        drift, diffusion = _sde_terms(sde_fn, x[..., None], shifted)
+        step = dt * drift + kt.sqrt(dt) * diffusion * z[..., t : t + 1]
+        x = kt.broadcast_to((x[..., None] + step)[..., 0], batch)
+        points.append(x)
+    return kt.stack(points, axis=-1)
+
+
 def _sde_terms(sde_fn: Callable[..., Any], x: Any, pars: Sequence[Any]) -> tuple[Any, Any]:
     out = sde_fn(x, *pars)
     if not isinstance(out, tuple | list) or len(out) != 2:
@@ -97,8 +98,8 @@ class EulerMaruyama(_TimeSeries):
     ``x_t ~ Normal(x_{t-1} + dt f, sqrt(dt) g)`` where ``f, g = sde_fn(x_{t-1},
     *sde_pars)`` are graph expressions (drift and diffusion); ``x_0 ~ init_dist``
     (default ``Normal(0, 100)`` with a warning as in PyMC). The log-density is exact;
-    forward draws are not available (they need a loop through ``sde_fn`` over time,
-    which kiln's graphs lack): drawing one raises ``NotImplementedError``.
+    the forward draw applies the recursion ``steps`` times in the graph (its compile
+    time grows with ``steps``).
 
     Examples
     --------
@@ -140,11 +141,6 @@ class EulerMaruyama(_TimeSeries):
         # one fails where the series is made, not where its log-density is compiled.
         _sde_terms(p["sde_fn"], kt.cast(init, "float64")[..., None], [q[..., None] for q in pars])
         init_cls, init_params = density_of(init)
-        template = kt.zeros_like(kt.as_tensor(init), dtype="float64")[..., None] + kt.zeros(
-            (steps + 1,)
-        )
-        rv = NoForwardDraw(f"{name} (dt, sde_fn={getattr(p['sde_fn'], '__name__', 'sde_fn')})")(
-            template
-        )
+        rv = _forward_draw(p["sde_fn"], dt, pars, init, batch, steps, rng)
         density = EulerMaruyamaDensity(p["sde_fn"], len(pars), init_cls)
         return rv, density, [dt, *pars, *init_params]
