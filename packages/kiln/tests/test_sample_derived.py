@@ -20,13 +20,26 @@ from scipy import optimize, special, stats
 
 import kiln as kl
 
-COAL = Path("/work/shared/reference/gallery/coal_mining_disasters.csv")
+#: shared/ lies beside the repository (as in CI).
+COAL = (
+    Path(__file__).resolve().parents[4]
+    / "shared"
+    / "reference"
+    / "gallery"
+    / "coal_mining_disasters.csv"
+)
 
 
 def _sample(model: kl.Model, **kwargs):
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore", kl.SamplingWarning)  # short chains: low ESS
-        options = {"draws": 1000, "tune": 1000, "chains": 2, "progressbar": False}
+        options = {
+            "draws": 1000,
+            "tune": 1000,
+            "chains": 2,
+            "progressbar": False,
+            "backend": "numba",
+        }
         return kl.sample(**{**options, **kwargs})
 
 

@@ -253,7 +253,9 @@ def test_lkj_cholesky_cov_posterior_correlation():
             "chol", eta=2.0, n=2, sd_dist=km.Exponential.dist(1.0, shape=2)
         )
         km.MvNormal("y", np.zeros(2), chol=chol, observed=data)
-        idata = kiln.sample(tune=500, draws=500, chains=2, progressbar=False, random_seed=3)
+        idata = kiln.sample(
+            tune=500, draws=500, chains=2, progressbar=False, backend="numba", random_seed=3
+        )
     r = idata.posterior["chol_corr"].values[..., 0, 1].ravel()
     sample_r = np.corrcoef(data.T)[0, 1]
     # The posterior of r is close to the sample correlation (sd ~ (1 - r^2) / sqrt(N)).
@@ -681,7 +683,9 @@ def test_prior_sampled_through_transforms_matches_draws():
     with km.Model():
         km.LKJCorr("r", n, eta)
         km.ZeroSumNormal("z", 2.0, shape=4)
-        idata = kiln.sample(tune=500, draws=1000, chains=2, progressbar=False, random_seed=4)
+        idata = kiln.sample(
+            tune=500, draws=1000, chains=2, progressbar=False, backend="numba", random_seed=4
+        )
     r = idata.posterior["r"].values.reshape(-1, 3)
     var = 1.0 / (2 * eta + n - 1)
     # Correlated draws: tolerances of about 5 standard errors at an ESS of ~500.

@@ -661,7 +661,9 @@ def test_ar1_posterior_mean_of_rho() -> None:
     with km.Model():
         rho = km.Uniform("rho", -1.0, 1.0)
         km.AR("x", [rho], sigma=1.0, init_dist=km.Normal.dist(0, 10), observed=x)
-        idata = kiln.sample(draws=500, tune=500, chains=2, progressbar=False, random_seed=3)
+        idata = kiln.sample(
+            draws=500, tune=500, chains=2, progressbar=False, backend="numba", random_seed=3
+        )
     post = idata.posterior["rho"].values
     assert abs(post.mean() - rho_hat) < 0.25 * post_sd
     assert abs(post.std() - post_sd) < 0.15 * post_sd
@@ -691,7 +693,9 @@ def test_euler_maruyama_drift_posterior() -> None:
             init_dist=km.Normal.dist(0, 5),
             observed=x,
         )
-        idata = kiln.sample(draws=500, tune=500, chains=2, progressbar=False, random_seed=5)
+        idata = kiln.sample(
+            draws=500, tune=500, chains=2, progressbar=False, backend="numba", random_seed=5
+        )
     post = idata.posterior["theta"].values
     assert abs(post.mean() - theta_hat) < 0.25 * post_sd
     assert abs(post.std() - post_sd) < 0.15 * post_sd
