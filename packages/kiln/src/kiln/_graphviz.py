@@ -45,8 +45,8 @@ def _import_graphviz() -> Any:
 def _nodes(m: Model) -> dict[str, tuple[Variable, str, str]]:
     """Return ``{name: (variable, kind, label)}`` of every variable of the model."""
     nodes: dict[str, tuple[Variable, str, str]] = {}
-    for name, var in m.data.items():
-        nodes[name] = (var, "data", f"{name}\n~\nData")
+    for name, data in m.data.items():
+        nodes[name] = (data, "data", f"{name}\n~\nData")
     for info in m.variables.values():
         dist = getattr(info.distribution, "__name__", type(info.distribution).__name__)
         kind = "observed" if info.observed else "free"

@@ -53,9 +53,7 @@ DISTRIBUTIONS: dict[str, type] = _exported_distributions()
 globals().update(DISTRIBUTIONS)
 
 #: PyMC distributions kiln does not provide (yet): the names the hint recognises.
-PYMC_ONLY: frozenset[str] = frozenset(
-    {"BinaryGaussianGP", "DensityDist", "Simulator"}
-)
+PYMC_ONLY: frozenset[str] = frozenset({"BinaryGaussianGP", "DensityDist", "Simulator"})
 
 
 def missing_name_error(module: str, name: str) -> AttributeError:

@@ -261,7 +261,7 @@ class CompiledModel:
                 graph_replace(kt.as_tensor(e), replace, strict=False)
                 for e in declared(*info.params)
             )
-            if any(v in values for v in ancestors([low, high])):
+            if any(v in values for v in ancestors([kt.as_tensor(low), kt.as_tensor(high)])):
                 continue  # bounds that move with other free variables: the logp bounds them
             lo, hi = function([], [kt.min(low), kt.max(high)], mode="FAST_COMPILE")()
             self.layout[k] = dataclasses.replace(b, lower=float(lo), upper=float(hi))

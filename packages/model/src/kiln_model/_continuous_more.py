@@ -389,8 +389,8 @@ class Interpolated(SymbolicDistribution):
         """Return an unnamed draw (``x_points``, ``pdf_points``: vectors of one length)."""
         params = cls._bind(args, dict(kwargs))
         for name in cls.params:
-            p = params.get(name)
-            ndim = p.ndim if isinstance(p, Variable) else np.ndim(p)
+            p: Any = params.get(name)
+            ndim = p.ndim if isinstance(p, TensorVariable) else np.ndim(p)
             if ndim != 1:
                 raise KilnValueError(
                     f"Interpolated: {name} must be a vector of points, got {ndim} dimension(s)"
@@ -473,4 +473,5 @@ class Interpolated(SymbolicDistribution):
     @classmethod
     def default_transform(cls, rv: TensorVariable) -> tr.Transform | None:
         _, (x, _) = density_of(rv)
-        return _interval_transform(x[0], x[-1])
+        points = kt.as_tensor(x)
+        return _interval_transform(points[0], points[-1])

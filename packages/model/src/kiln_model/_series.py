@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -116,13 +116,14 @@ def fresh_draw(what: str, rv: Any, size: Any, max_core: int) -> tuple[TensorVari
     dimensions.
     """
     owner = _draw_node(what, rv, max_core)
+    op = cast(RandomVariable, owner.op)
     try:
-        new = kr.draw(owner.op, tuple(owner.inputs[2:]), tuple(size), kr.rng())
+        new = kr.draw(op, tuple(owner.inputs[2:]), tuple(size), kr.rng())
     except (KilnValueError, KilnTypeError) as exc:
         raise KilnValueError(
             f"{what}: its parameters do not fit the series' batch shape {tuple(size)}: {exc}"
         ) from exc
-    return new, owner.op.core_ndim
+    return new, op.core_ndim
 
 
 def _init_or_default(name: str, init_dist: Any, default: Callable[[], Any], shown: str) -> Any:

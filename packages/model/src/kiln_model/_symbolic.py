@@ -96,7 +96,7 @@ def redraw(what: str, rv: Any, size: Any) -> tuple[Any, list[Variable], TensorVa
         dist, params = density_of(rv)
     except KilnTypeError:
         dist, params = None, []
-    if isinstance(owner.op, RandomVariable) and isinstance(dist, type) and dist.rv_op is owner.op:
+    if isinstance(owner.op, RandomVariable) and getattr(dist, "rv_op", None) is owner.op:
         if owner.op.core_ndim:
             raise KilnTypeError(f"{what}: expected a univariate distribution, got {owner.op}")
         return dist, params, kr.draw(owner.op, tuple(params), size, kr.rng())

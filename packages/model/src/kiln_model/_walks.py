@@ -8,7 +8,7 @@ MvGaussianRandomWalk and MvStudentTRandomWalk share one construction (:class:`_M
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -94,23 +94,24 @@ def _walk(
     """Return a walk of ``innovation_dist`` steps (scalar or vector) from ``init_dist``."""
     steps = _check_steps(name, steps, length, 1)
     innov_node = _draw_node(f"{name}: innovation_dist", innovation_dist, 1)
-    core = innov_node.op.core_ndim
+    innov_op = cast(RandomVariable, innov_node.op)
+    core = innov_op.core_ndim
     init_dist = _init_or_default(
         name, init_dist, lambda: Normal.dist(0.0, 100.0), "kl.Normal.dist(0, 100)"
     )
-    init_node = _draw_node(f"{name}: init_dist", init_dist, core)
+    init_op = cast(RandomVariable, _draw_node(f"{name}: init_dist", init_dist, core).op)
     innov_src = _init_batch(innovation_dist) if core else innovation_dist
     batch = _batch(size, _init_batch(init_dist) if core else init_dist, innov_src)
-    n = kt.as_tensor(innovation_dist).type.shape[-1] if core else None
+    n: Any = kt.as_tensor(innovation_dist).type.shape[-1] if core else None
     if core and n is None:
         n = kt.shape_i(innovation_dist, -1)
-    init_size = (*batch, n) if core and not init_node.op.core_ndim else batch
+    init_size = (*batch, n) if core and not init_op.core_ndim else batch
     init, init_core = fresh_draw(f"{name}: init_dist", init_dist, init_size, core)
     innov = kr.draw(
-        innov_node.op,
+        innov_op,
         tuple(
             _at(p, None, len(sig))
-            for p, sig in zip(innov_node.inputs[2:], innov_node.op.inputs_sig, strict=True)
+            for p, sig in zip(innov_node.inputs[2:], innov_op.inputs_sig, strict=True)
         ),
         (*batch, steps),
         rng,
