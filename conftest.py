@@ -1,7 +1,9 @@
 """Shared pytest setup for every package's tests."""
 
+import importlib.util
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 
@@ -20,9 +22,20 @@ if "shared_library=" not in os.environ.get("KILN_FLAGS", ""):
         f for f in (os.environ.get("KILN_FLAGS", ""), "shared_library=false") if f
     )
 
+# A test run started in the background by a non-interactive shell (`cmd &`) inherits
+# SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the Ctrl-C tests
+# (which send SIGINT to the main thread) need Python's usual handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 import kiln_compile  # noqa: E402
 
 kiln_compile.config.cache_dir = _CACHE_DIR
+
+# PyTorch is a heavy optional stack with its own nox session (tests_torch): a plain
+# ``pytest`` where it is not installed leaves the torch backend's tests out rather than
+# failing on ``import torch``.
+collect_ignore_glob = [] if importlib.util.find_spec("torch") else ["packages/torch/tests/*"]
 
 # Tests run FAST_RUN graphs on the reference VM unless they name a backend: each backend
 # package's own tests (and the shared conformance suite) select it explicitly, which

@@ -3,9 +3,14 @@
 Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
 
 - ``tests``: pytest over every ``packages/*/tests`` and ``integration/``.
+- ``tests_torch``: the PyTorch backend's tests (``packages/torch/tests``, the conformance
+  table on torch) and the integration tests of it (``integration/test_torch_*.py``), in
+  their own virtualenv: torch's Linux wheel brings about 3 GB of CUDA libraries, kept out
+  of ``tests`` (which leaves ``packages/torch`` out).
 - ``lint``: ruff check, ruff format --check, and mypy over ``packages/*/src``.
 - ``bench``: ``benchmarks/run.py``, one JSON result file per run in ``benchmarks/results/``
-  (Stage 1, and the Numba backend's compile and call times on the benchmark models).
+  (Stage 1, and the Numba backend's compile and call times on the benchmark models;
+  the PyTorch and MLX backends next to Numba and JAX: torch is installed here).
 - ``peer``: ``benchmarks/peer.py``, kiln's Stage 1 against PyTensor's rewriting, and
   kiln's Numba compile / call times against PyMC/PyTensor's Numba mode, on the
   benchmark models, in its own virtualenv with PyMC and PyTensor (pinned by
@@ -44,12 +49,21 @@ nox.options.sessions = ["tests"]
 PYTHON = "3.12"
 ROOT = Path(__file__).resolve().parent
 CONSTRAINTS = "constraints.txt"  # nox runs sessions from the directory of this file
+#: Pins of the tests_torch session that replace or add to constraints.txt's (torch's sympy
+#: needs mpmath<1.4, while the other sessions test against mpmath 1.4).
+TORCH_CONSTRAINTS = "constraints-torch.txt"
 PEER_CONSTRAINTS = "benchmarks/peer-constraints.txt"  # PyTensor/PyMC, for `nox -s peer` only
 BUILD_REQUIREMENTS = ("hatchling", "editables")  # what building packages/* editable needs
 #: The external NUTS engines kiln.sample drives (optional for users, tested in CI).
 ENGINES = ("nutpie", "numpyro", "blackjax")
+#: The distributed engine kl.sample(executor=...) drives (kiln[dask]; tested in CI).
+DISTRIBUTED = ("dask", "distributed")
 #: What the docs session installs besides the packages (pinned by constraints.txt).
 DOCS_REQUIREMENTS = ("sphinx", "myst-parser", "matplotlib")
+#: Packages whose third-party dependency is too heavy for every session (torch's Linux wheel
+#: brings about 3 GB of CUDA libraries): installed only by the sessions that name them, and
+#: their tests collected only there. Maps the package to its folder under packages/.
+HEAVY_PACKAGES = {"kiln-torch": "torch"}
 #: The system tools the docs need, each with the Debian package that provides it:
 #: ``dot`` renders the pipeline diagram, Chromium checks the built site.
 DOCS_TOOLS = {("dot",): "graphviz", ("chromium", "chromium-browser"): "chromium"}
@@ -80,21 +94,44 @@ def local_packages() -> list[Path]:
     return [folders[name] for name in order]
 
 
-def install_packages(session: nox.Session, *extra: str) -> None:
+def install_packages(
+    session: nox.Session, *extra: str, heavy: tuple[str, ...] = (), constraints: str = CONSTRAINTS
+) -> None:
     """Install every package in packages/ editable, plus ``extra``, pinned by constraints.txt.
 
     The build backend (hatchling, plus editables for its editable wheels) is installed
     first from the constraints, so that the editable builds run without build isolation
     and use the pinned versions. All packages go to pip in one command, so their local
-    dependencies on each other resolve.
+    dependencies on each other resolve. The packages of :data:`HEAVY_PACKAGES` are left out
+    unless named in ``heavy``.
     """
-    session.install("-c", CONSTRAINTS, *BUILD_REQUIREMENTS)
-    editables = [arg for path in local_packages() for arg in ("-e", str(path.relative_to(ROOT)))]
-    session.install("--no-build-isolation", "-c", CONSTRAINTS, *editables, *extra)
+    session.install("-c", constraints, *BUILD_REQUIREMENTS)
+    left_out = {ROOT / "packages" / folder for name, folder in HEAVY_PACKAGES.items()}
+    left_out -= {ROOT / "packages" / HEAVY_PACKAGES[name] for name in heavy}
+    editables = [
+        arg
+        for path in local_packages()
+        if path not in left_out
+        for arg in ("-e", str(path.relative_to(ROOT)))
+    ]
+    session.install("--no-build-isolation", "-c", constraints, *editables, *extra)
+
+
+def _merged_constraints(session: nox.Session, override: str) -> str:
+    """Write constraints.txt with the pins of ``override`` replacing its own; return the path."""
+    pins = {}
+    for name in (CONSTRAINTS, override):
+        for line in (ROOT / name).read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                pins[_requirement_name(line)] = line.strip()
+    path = Path(session.create_tmp()) / "constraints-merged.txt"
+    path.write_text("\n".join(pins.values()) + "\n", encoding="utf-8")
+    return str(path)
 
 
 def _test_paths() -> list[str]:
-    paths = [p for p in sorted(ROOT.glob("packages/*/tests")) if p.is_dir()]
+    heavy = {ROOT / "packages" / folder / "tests" for folder in HEAVY_PACKAGES.values()}
+    paths = [p for p in sorted(ROOT.glob("packages/*/tests")) if p.is_dir() and p not in heavy]
     if (ROOT / "integration").is_dir():
         paths.append(ROOT / "integration")
     return [str(p.relative_to(ROOT)) for p in paths]
@@ -114,13 +151,30 @@ def _has_test_files() -> bool:
 def tests(session: nox.Session) -> None:
     """Run the tests of every package and the integration tests."""
     # graphviz: kl.model_to_graphviz's optional dependency (kiln[graphviz]), tested here.
-    install_packages(session, "pytest", "hypothesis", "scipy", "mpmath", "graphviz", *ENGINES)
+    install_packages(
+        session, "pytest", "hypothesis", "scipy", "mpmath", "graphviz", *ENGINES, *DISTRIBUTED
+    )
     posargs = list(session.posargs)
     args = posargs if _names_a_path(posargs) else [*_test_paths(), *posargs]
     # pytest exits 5 when it collected no test; that is only acceptable while the
     # repository has no test file at all.
     success_codes = [0] if _has_test_files() else [0, 5]
     session.run("pytest", *args, success_codes=success_codes)
+
+
+@nox.session(python=PYTHON)
+def tests_torch(session: nox.Session) -> None:
+    """Run the PyTorch backend's tests and its integration tests (torch installed)."""
+    constraints = _merged_constraints(session, TORCH_CONSTRAINTS)
+    # The NUTS engines too: the engine matrix's torch row (test_torch_engine_matrix.py).
+    install_packages(
+        session, "pytest", "scipy", *ENGINES, heavy=("kiln-torch",), constraints=constraints
+    )
+    posargs = list(session.posargs)
+    integration = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("integration/test_torch_*.py"))
+    default = ["packages/torch/tests", *integration]
+    args = posargs if _names_a_path(posargs) else [*default, *posargs]
+    session.run("pytest", *args)
 
 
 @nox.session(python=PYTHON)
@@ -139,7 +193,9 @@ def bench(session: nox.Session) -> None:
     script = "benchmarks/run.py"
     if not (ROOT / script).is_file():
         session.error(f"{script} does not exist yet")
-    install_packages(session)
+    # torch too (its own pins): the benchmarks put the PyTorch backend next to the others.
+    constraints = _merged_constraints(session, TORCH_CONSTRAINTS)
+    install_packages(session, *DISTRIBUTED, heavy=("kiln-torch",), constraints=constraints)
     session.run("python", script, *_timestamped_output(list(session.posargs), "bench"))
 
 

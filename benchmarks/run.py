@@ -13,8 +13,13 @@ the model layer's first line -> compiled logp+grad (``model_compile.py``) under
 the cost of its results next to sampling at 10^4 draws per chain (``results_cost.py``)
 under ``"results_cost"``, and the time per leapfrog step of each form of data
 (``data_variants.py``) under ``"data_variants"``, and the compile time of models of
-100-400 scalar variables (``scalar_scaling.py``, logp + gradient only) under
-``"scalar_scaling"``.
+100-2,000 scalar variables (``scalar_scaling.py``, logp + gradient only) under
+``"scalar_scaling"``, and the C backend next to Numba (``c_backend.py``: cold and warm
+compiles, per call against ``@njit`` and kiln-Numba, ``kl.sample`` wall) under
+``"c_backend"``, and the PyTorch and MLX backends next to Numba and JAX
+(``torch_mlx.py``: cold and warm compiles, per call, ``kl.sample`` wall; a backend not
+installed is skipped) under ``"torch_mlx"``, and ``kl.sample`` on a 2-worker Dask
+``LocalCluster`` next to ``cores=2`` (``distributed_sampling.py``) under ``"distributed"``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+import c_backend
 import data_variants
+import distributed_sampling
 import kiln
 import kiln.tensor as kt
 import model_compile
@@ -38,6 +45,7 @@ import results_cost
 import sampling
 import scalar_scaling
 import stage2
+import torch_mlx
 from stage1 import format_table, run_stage1
 
 
@@ -132,6 +140,21 @@ def main() -> None:
         action="store_true",
         help="skip the compile time of models of many scalars (issue #21)",
     )
+    parser.add_argument(
+        "--no-c",
+        action="store_true",
+        help="skip the C backend next to Numba: compiles, calls, kl.sample (issue #23)",
+    )
+    parser.add_argument(
+        "--no-distributed",
+        action="store_true",
+        help="skip kl.sample on a 2-worker Dask LocalCluster next to cores=2 (issue #25)",
+    )
+    parser.add_argument(
+        "--no-torch-mlx",
+        action="store_true",
+        help="skip the PyTorch and MLX backends next to Numba and JAX (issue #24)",
+    )
     args = parser.parse_args()
     results = {
         "graph_construction_10k_nodes": bench_construction(args.repeats),
@@ -174,7 +197,19 @@ def main() -> None:
         report["data_variants"] = data_variants.leapfrog_times()
     if not args.no_scalars:
         report["scalar_scaling"] = scalar_scaling.run_scalar_scaling(
-            ("normal",), scalar_scaling.QUICK_SIZES, sample=False
+            ("normal", "hierarchical"), scalar_scaling.QUICK_SIZES, sample=False
+        )
+    if not args.no_c:
+        report["c_backend"] = c_backend.run_c_backend(
+            tuple(m for m in args.models if m in c_backend.MODELS)
+        )
+    if not args.no_distributed:
+        report["distributed"] = distributed_sampling.run_distributed(
+            tuple(m for m in args.models if m in distributed_sampling.MODELS)
+        )
+    if not args.no_torch_mlx:
+        report["torch_mlx"] = torch_mlx.run_torch_mlx(
+            tuple(m for m in args.models if m in torch_mlx.MODELS)
         )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
@@ -198,6 +233,12 @@ def main() -> None:
         print(data_variants.format_table(report["data_variants"]))
     if "scalar_scaling" in report:
         print(scalar_scaling.format_table(report["scalar_scaling"]))
+    if "c_backend" in report:
+        print(c_backend.format_table(report["c_backend"]))
+    if "distributed" in report:
+        print(distributed_sampling.format_table(report["distributed"]))
+    if "torch_mlx" in report:
+        print(torch_mlx.format_table(report["torch_mlx"]))
     print(f"wrote {args.output}")
 
 

@@ -8,7 +8,9 @@ Users write models as scalars in a loop::
 
 For each variant (``normal``: that model; ``halfnormal``: ``x_i ~ Normal(0, s_i)``
 with ``s_i ~ HalfNormal``, ``n`` variables in all; ``regression``: a linear regression
-on 50 rows written with ``n`` scalar coefficients) and each ``n``, one new process on
+on 50 rows written with ``n`` scalar coefficients; ``hierarchical``: ``x_i ~ Normal(mu,
+tau)`` and one observed scalar ``y_i ~ Normal(x_i, 1)`` each, ``n`` free variables in
+all) and each ``n``, one new process on
 a cache folder that starts empty (``stage2.run_child``: the cold cache) first compiles,
 calls and samples the same variant at ``n = 3`` (``fixed_s``: kiln's own kernels,
 compiled once per cache; ``--no-warmup`` leaves them in the timed phases), then times:
@@ -43,10 +45,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-VARIANTS = ("normal", "halfnormal", "regression")
+VARIANTS = ("normal", "halfnormal", "regression", "hierarchical")
 SIZES = (50, 100, 200, 400, 800, 1600, 2000)
 #: run.py's smaller set, cheap enough for ``nox -s bench``.
-QUICK_SIZES = (100, 200, 400)
+QUICK_SIZES = (100, 200, 400, 800, 2000)
 PHASES = ("build_s", "graph_s", "rewrite_s", "link_s", "first_call_s", "sample_s")
 ROWS = 50
 
@@ -75,6 +77,13 @@ def build(variant: str, n: int) -> object:
             mu = intercept + sum(b * X[:, i] for i, b in enumerate(coefs))
             sigma = kl.HalfNormal("sigma", 1.0)
             kl.Normal("y", mu, sigma, observed=y)
+        elif variant == "hierarchical":
+            mu = kl.Normal("mu", 0.0, 5.0)
+            tau = kl.HalfNormal("tau", 1.0)
+            data = rng.normal(1.0, 2.0, size=n - 2)
+            for i in range(n - 2):
+                x = kl.Normal(f"x{i}", mu, tau)
+                kl.Normal(f"y{i}", x, 1.0, observed=data[i])
         else:
             raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
     return model

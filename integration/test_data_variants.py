@@ -49,12 +49,12 @@ def test_variant_runs_compiled_at_the_float64_speed(times: dict, name: str) -> N
 
 def test_a_model_the_kernel_cannot_call_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the native log-density cannot be built, one SlowPathWarning names why."""
-    import kiln_numba
+    from kiln_numba import native_c
 
-    def refuse(function: object) -> None:
+    def refuse(*functions: object) -> None:
         raise KilnTypeError("native_logp_grad: x has dtype object (a test)")
 
-    monkeypatch.setattr(kiln_numba, "native_logp_grad", refuse)
+    monkeypatch.setattr(native_c, "native_c_pointers", refuse)
     with pytest.warns(kl.SlowPathWarning, match="dtype object") as record:
         r = sample_variant("float64", tune=50, draws=50)
     assert sum(issubclass(w.category, kl.SlowPathWarning) for w in record) == 1

@@ -2,7 +2,9 @@
 
 kiln's NUTS and nutpie run on any backend (natively on Numba, through the host
 ``logp_dlogp`` otherwise); numpyro and blackjax need the JAX backend: with no backend
-given they pick it, and an explicit other backend is an error that says so.
+given they pick it, and an explicit other backend is an error that says so. The torch
+backend's row is ``test_torch_engine_matrix.py`` (collected by ``nox -s tests_torch``, the
+session with torch installed); MLX's is here (``mlx[cpu]`` is in the default session).
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from kiln_graph import KilnValueError
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_posteriordb_sampling import build  # noqa: E402
 
-BACKENDS = ["vm", "numba", "jax"]
+BACKENDS = ["vm", "numba", "jax", "mlx"]
+#: The packages a backend needs besides kiln's (a missing one skips its cases).
+BACKEND_PACKAGES = {
+    "jax": ("jax", "kiln_jax"),
+    "mlx": ("mlx", "kiln_mlx"),
+    "torch": ("torch", "kiln_torch"),
+}
 ENGINES = ["kiln", "nutpie", "numpyro", "blackjax"]
 JAX_ONLY = {"numpyro", "blackjax"}
 STATS = {"diverging", "energy", "tree_depth", "n_steps", "step_size", "lp", "acceptance_rate"}
@@ -30,10 +38,11 @@ NAME = "eight_schools-eight_schools_noncentered"
 
 
 def _missing(engine: str, backend: str | None) -> str | None:
-    needs = [engine if engine != "kiln" else None, "jax" if backend == "jax" else None]
-    absent = [p for p in needs if p is not None and importlib.util.find_spec(p) is None]
-    if (backend == "jax" or engine in JAX_ONLY) and importlib.util.find_spec("kiln_jax") is None:
-        absent.append("kiln_jax")
+    needs = [engine] if engine != "kiln" else []
+    needs += BACKEND_PACKAGES.get(backend or "", ())
+    if engine in JAX_ONLY:
+        needs.append("kiln_jax")
+    absent = [p for p in dict.fromkeys(needs) if importlib.util.find_spec(p) is None]
     return f"not installed: {absent}" if absent else None
 
 
@@ -59,9 +68,17 @@ def _sample(engine: str, backend: str | None, **kwargs: Any) -> Any:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_valid_combination_gives_the_same_layout(engine: str, backend: str) -> None:
+    check_layout(engine, backend)
+
+
+def check_layout(engine: str, backend: str) -> None:
+    """Sample eight schools with ``engine`` on ``backend``; assert the common layout.
+
+    An engine that needs JAX on another backend must be the clear error instead.
+    """
     if engine in JAX_ONLY and backend != "jax":
-        if importlib.util.find_spec(engine) is None:
-            pytest.skip(f"{engine} is not installed")
+        if _missing(engine, backend):
+            pytest.skip(_missing(engine, backend))
         with build(NAME), pytest.raises(KilnValueError, match="needs the JAX backend"):
             kl.sample(backend=backend, nuts_sampler=engine, progressbar=False)
         return

@@ -86,17 +86,26 @@ def _engine_param(engine: str) -> Any:
     [pytest.param(n, marks=pytest.mark.slow) if slow else n for n, (_, _, slow) in CASES.items()],
 )
 def test_posterior_matches_the_reference(name: str, engine: str) -> None:
+    # The test session's default linker is the VM (root conftest): name the backend.
+    check_against_reference(name, engine, ENGINES[engine])
+
+
+def check_against_reference(name: str, engine: str, backend: str) -> None:
+    """Sample posterior ``name`` with ``engine`` on ``backend``; assert it is the reference's.
+
+    The bounds are those of the module docstring; other backends' tests
+    (``test_posteriordb_backends.py``, ``test_torch_posteriordb.py``) call this too.
+    """
     kwargs, max_divergences, _ = CASES[name]
     kwargs = ENGINE_KWARGS.get((name, engine), kwargs)
     posterior = load_posterior(name)
     model = build(name)
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # diagnostics are asserted below
-        # The test session's default linker is the VM (root conftest): name the backend.
         idata = kl.sample(
             random_seed=20261201,
             progressbar=False,
-            backend=ENGINES[engine],
+            backend=backend,
             nuts_sampler=engine,
             **kwargs,
         )

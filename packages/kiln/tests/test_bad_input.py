@@ -144,7 +144,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "backend-not-installed",
         _sample(backend="torch"),
         BackendNotInstalledError,
-        r"^backend='torch' is not installed; .*pip install kiln-torch",
+        r"^backend='torch' is not installed; .*pip install kiln\[torch\]",
     ),
     (
         "nuts-sampler-unknown",

@@ -142,3 +142,89 @@ def test_ctrl_c_stops_gradient_free_steps_and_keeps_the_draws(monkeypatch):
         )
     assert latency < _LATENCY_S
     assert 0 < idata["posterior"].sizes["draw"] < 10**7 and len(interrupted) == 1
+
+
+@pytest.mark.parametrize("engine", ["numpyro", "blackjax"])
+@pytest.mark.parametrize("method", ["parallel", "vectorized"])
+def test_ctrl_c_stops_the_jax_engines_between_chunks_and_keeps_the_draws(
+    monkeypatch, engine, method
+):
+    pytest.importorskip(engine)
+    from kiln_samplers import _jax_nuts
+
+    options = {"chain_method": method}
+    with _big_model():
+        _warm(nuts_sampler=engine, nuts_sampler_kwargs=options)
+        idata, latency, interrupted, caught = _sample_interrupted(
+            monkeypatch, _jax_nuts, draws=10**7, tune=0, nuts_sampler=engine,
+            nuts_sampler_kwargs=options,
+        )  # fmt: skip
+    assert latency < _LATENCY_S
+    n = idata["posterior"].sizes["draw"]
+    assert 0 < n < 10**7 and idata["posterior"]["x"].shape == (2, n, 50)
+    assert idata["sample_stats"]["diverging"].shape == (2, n)
+    assert idata.attrs["interrupted"] == 1
+    assert len(interrupted) == 1 and f"kept {n} draws per chain" in str(interrupted[0].message)
+    assert not [w for w in caught if issubclass(w.category, ks.SamplingWarning)]
+
+
+#: Warm-up steps that take far longer than the test waits (blackjax's schedule is built
+#: in Python, about 16 s per 10**6 steps, so it gets fewer).
+_LONG_TUNE = {"numpyro": 10**7, "blackjax": 2 * 10**5}
+
+
+@pytest.mark.parametrize("engine", ["numpyro", "blackjax"])
+def test_ctrl_c_during_the_jax_engines_warm_up_returns_no_draws(monkeypatch, engine):
+    pytest.importorskip(engine)
+    from kiln_samplers import _jax_nuts
+
+    with _big_model():
+        _warm(nuts_sampler=engine)
+        idata, latency, interrupted, _ = _sample_interrupted(
+            monkeypatch, _jax_nuts, draws=100, tune=_LONG_TUNE[engine], nuts_sampler=engine
+        )
+    assert latency < _LATENCY_S
+    assert idata["posterior"]["x"].shape == (2, 0, 50)
+    assert idata["sample_stats"]["diverging"].shape == (2, 0)
+    (warning,) = interrupted
+    assert "kept 0 draws per chain" in str(warning.message)
+    assert "warm-up draws are not kept" in str(warning.message)
+
+
+@pytest.mark.parametrize("engine", ["numpyro", "blackjax"])
+def test_an_interrupted_jax_run_compiles_no_expansion_for_its_number_of_draws(monkeypatch, engine):
+    """A second interrupted run (another number of draws) finds every program cached.
+
+    The draws are expanded in fixed-size batches, so no program depends on their number;
+    the deterministics are those of the draws kept.
+    """
+    pytest.importorskip(engine)
+    import jax.monitoring
+    import numpy as np
+
+    from kiln_samplers import _jax_nuts
+
+    with kl.Model() as m:
+        x = kl.Normal("x", 0.0, 1.0, shape=50)
+        kl.Deterministic("ex", kl.math.exp(x))
+    events: list[str] = []  # JAX's persistent-cache requests and hits
+
+    def count(event: str, **kwargs) -> None:
+        if event.startswith("/jax/compilation_cache/"):
+            events.append(event.rsplit("/", 1)[1])
+
+    run = {"draws": 10**7, "tune": 0, "nuts_sampler": engine}
+    with m:
+        first, *_ = _sample_interrupted(monkeypatch, _jax_nuts, **run)
+        jax.monitoring.register_event_listener(count)
+        try:
+            second, latency, interrupted, _ = _sample_interrupted(monkeypatch, _jax_nuts, **run)
+        finally:
+            jax.monitoring.unregister_event_listener(count)
+    assert latency < _LATENCY_S and len(interrupted) == 1
+    n = second["posterior"].sizes["draw"]
+    assert 0 < n < 10**7 and second["posterior"]["ex"].shape == (2, n, 50)
+    requests = events.count("compile_requests_use_cache")
+    assert requests > 0 and events.count("cache_hits") == requests  # nothing compiled
+    xs = second["posterior"]["x"].values
+    np.testing.assert_allclose(second["posterior"]["ex"].values, np.exp(xs), rtol=1e-15)

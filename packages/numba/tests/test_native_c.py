@@ -4,7 +4,9 @@ The callbacks are called here through ctypes, with the C signatures of DESIGN.md
 values equal the Function's and the compiled model's; bad points give return codes,
 never an exception (a Numba cfunc cannot raise); the expanded values come flattened in
 ``out_names`` order as float64; a new process (a real subprocess) loads the callbacks'
-machine code without compiling anything.
+machine code without compiling anything. Where the native wrappers come from their
+shared libraries, the libraries' own C functions take the callbacks' place (no Numba):
+they return the same codes and values.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import platform
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,11 +29,19 @@ import kiln
 import kiln.tensor as kt
 from kiln_compile import config
 from kiln_graph import KilnTypeError
-from kiln_numba import native_c_pointers
-from kiln_numba.native_c import EXPAND_C_SIGNATURE, LOGP_C_SIGNATURE, NativeCPointers
+from kiln_numba import _linker, _shared_library, native_c_pointers
+from kiln_numba.native_c import (
+    EXPAND_C_SIGNATURE,
+    LOGP_C_SIGNATURE,
+    RETURN_CODES,
+    NativeCPointers,
+)
 
 NUMBA = kiln.FAST_RUN.with_linker("numba")
 _P = ctypes.POINTER(ctypes.c_double)
+#: The ABI's two signatures, as ctypes calls them.
+LOGP_C = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_size_t, _P, _P, _P, ctypes.c_void_p)
+EXPAND_C = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, _P, _P, ctypes.c_void_p)
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +57,7 @@ def call_logp(
     x = np.ascontiguousarray(x, dtype=np.float64)
     grad = np.full(x.shape[0], np.nan)
     lp = np.full(1, np.nan)
-    code = ptrs.callbacks[0].ctypes(
+    code = LOGP_C(ptrs.logp_cptr)(
         x.shape[0] if n is None else n,
         x.ctypes.data_as(_P),
         grad.ctypes.data_as(_P),
@@ -62,7 +74,8 @@ def call_expand(
     x = np.ascontiguousarray(x, dtype=np.float64)
     n_out = ptrs.n_out if n_out is None else n_out
     out = np.full(n_out, np.nan)
-    code = ptrs.callbacks[1].ctypes(
+    assert ptrs.expand_cptr is not None
+    code = EXPAND_C(ptrs.expand_cptr)(
         x.shape[0],
         n_out,
         x.ctypes.data_as(_P),
@@ -216,6 +229,71 @@ def test_an_exception_escaping_a_cfunc_is_not_an_error_code(monkeypatch):
     assert EXPAND_C_SIGNATURE.return_type == types.intc
 
 
+def _coded_model() -> tuple[kiln.Function, kiln.Function, dict[str, object]]:
+    """Return a model giving every return code at some point, and its shared values."""
+    x = kt.vector("x", shape=(3,))
+    a = kt.shared(np.ones(3), name="a")
+    b = kt.shared(np.ones(3), name="b")
+    idx = kt.shared(np.array([0, 2]), name="idx")
+    lp = -0.5 * kt.sum(x[idx] ** 2) + kt.sum(kt.sqrt(kt.abs(x))) + kt.sum(a * b) - kt.exp(x[1])
+    f = kiln.function([x], [lp, kiln.grad(lp, x)], mode=NUMBA)
+    expand = kiln.function([x], [x * 2.0, a * b, x[idx]], mode=NUMBA)
+    return f, expand, {"a": a, "b": b, "idx": idx}
+
+
+def _codes(ptrs: NativeCPointers, shared: dict) -> list[tuple]:
+    """Every code (and the values at the good points) of the model of :func:`_coded_model`."""
+    good = np.array([0.5, -1.0, 2.0])
+    got: list[tuple] = [call_logp(ptrs, good), call_expand(ptrs, good)]
+    got.append(call_logp(ptrs, good, n=2)[:1])  # n: fatal
+    got.append(call_expand(ptrs, good, n_out=ptrs.n_out + 1)[:1])  # n_out: fatal
+    got.append(call_logp(ptrs, np.array([0.5, 800.0, 2.0]))[:2])  # logp -inf
+    got.append(call_logp(ptrs, np.array([0.0, -1.0, 2.0]))[:2])  # sqrt'(0): grad inf
+    shared["idx"].set_value(np.array([0, 7]))  # out of bounds: kiln's IndexError
+    ptrs.refresh()
+    got += [call_logp(ptrs, good)[:1], call_expand(ptrs, good)[:1]]
+    shared["idx"].set_value(np.array([0, 2]))
+    shared["b"].set_value(np.ones(4))  # a * b: (3,) and (4,) do not broadcast (Numba's)
+    ptrs.refresh()
+    got += [call_logp(ptrs, good)[:1], call_expand(ptrs, good, n_out=ptrs.n_out)[:1]]
+    shared["b"].set_value(np.ones(3))
+    ptrs.refresh()
+    return [tuple(np.asarray(v).tolist() for v in entry) for entry in got]
+
+
+@pytest.mark.skipif(
+    not (
+        sys.platform == "linux"
+        and platform.machine() == "x86_64"
+        and shutil.which("cc")
+        and shutil.which("nm")
+    ),
+    reason="shared libraries are built on Linux x86-64 with cc and nm",
+)
+def test_the_libraries_functions_return_what_the_callbacks_return(cache_dir, monkeypatch):
+    """One model, every code: through the cfuncs, then the shared libraries' C functions."""
+    monkeypatch.setattr(config, "shared_library", True)
+    f, expand, shared = _coded_model()
+    callbacks = native_c_pointers(f, expand)
+    assert len(callbacks.callbacks) == 2 and callbacks.stage2["module"] != "shared library"
+    from_callbacks = _codes(callbacks, shared)
+    _shared_library.build_queued()
+    # As a new process: the wrappers and the generated code come from their libraries.
+    for name in [n for n in sys.modules if n.startswith(("kiln_numba_gen_", "kiln_numba_native"))]:
+        del sys.modules[name]
+    _linker._shared_loaded.clear()
+    f, expand, shared = _coded_model()
+    library = native_c_pointers(f, expand)
+    assert library.callbacks == () and library.stage2["module"] == "shared library"
+    assert library.logp.fn.abi_address == library.logp_cptr
+    assert library.expand.fn.abi_address == library.expand_cptr
+    from_library = _codes(library, shared)
+    assert from_library == from_callbacks  # codes and values, to the bit
+    codes = [entry[0] for entry in from_library]
+    assert codes == [0, 0, -1, -1, 2, 3, 1, -2, 1, -2]
+    assert set(codes) == set(RETURN_CODES)
+
+
 def test_refresh_follows_set_value(cache_dir):
     f, expand, y = _model(DATA.copy())
     ptrs = native_c_pointers(f, expand)
@@ -280,6 +358,7 @@ SCRIPT = textwrap.dedent(
     code = ptrs.callbacks[0].ctypes(2, xv.ctypes.data_as(P), grad.ctypes.data_as(P),
                                     out.ctypes.data_as(P), ud)
     ecode = ptrs.callbacks[1].ctypes(2, 4, xv.ctypes.data_as(P), flat.ctypes.data_as(P), ud)
+    assert [c.address for c in ptrs.callbacks] == [ptrs.logp_cptr, ptrs.expand_cptr]
     print(json.dumps({
         "cache": ptrs.stage2["cache"], "module": ptrs.stage2["module"],
         "wrappers": [ptrs.logp.stage2["cache"], ptrs.expand.stage2["cache"]],
@@ -292,7 +371,8 @@ SCRIPT = textwrap.dedent(
 
 def test_new_process_loads_the_callbacks_without_compiling(tmp_path):
     """The second process runs no Numba compile at all (no LLVM): everything is a hit."""
-    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path))
+    # The callbacks' own cache (with shared libraries the second process needs none).
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_FLAGS="shared_library=false")
 
     def run() -> dict:
         proc = subprocess.run(

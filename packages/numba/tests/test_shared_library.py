@@ -384,7 +384,12 @@ SAMPLE_SCRIPT = textwrap.dedent(
 
 
 def test_a_warm_kl_sample_never_imports_numba(tmp_path):
-    """Second process: logp wrapper, expand and kernel all from libraries; same draws."""
+    """Second process: logp wrapper, expand and kernel all from libraries; same draws.
+
+    The first process calls the model through Numba's ``cfunc`` callback, the second
+    through the C function of the native ABI its wrapper's library exports: the same
+    machine code of the model, so the same chains.
+    """
     env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_FLAGS="shared_library=true")
 
     def run() -> dict:

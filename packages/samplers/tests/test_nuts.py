@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import njit
+from numba import carray, cfunc, types
 
 import kiln_samplers as ks
 from kiln_compile import CacheWarning, DiskCache
-from kiln_numba.native import model_call_source, native_address
 from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
+from kiln_samplers._native import NativeLogp
 
 MU = np.array([1.0, -2.0, 0.5, 10.0])
 SD = np.array([1.0, 0.1, 3.0, 20.0])  # badly scaled: the mass matrix must adapt
@@ -44,35 +44,48 @@ class Gaussian:
         return np.random.default_rng(seed).uniform(-1, 1, self.ndim)
 
 
-# kiln's C kernel calls the test models (Numba functions) through kiln_numba's model call.
-ks.use_model_call(model_call_source())
+#: The native ABI: ``int logp(size_t n, const double* x, double* grad, double* logp,
+#: const void* user_data)`` (what kiln_compile.NativeModel.logp_cptr points at).
+LOGP_C = types.intc(
+    types.uintp,
+    types.CPointer(types.float64),
+    types.CPointer(types.float64),
+    types.CPointer(types.float64),
+    types.voidptr,
+)
 
 
-@njit(ks.LOGP_GRAD_SIGNATURE)
-def _gaussian_native(x, grad, user_data):
+@cfunc(LOGP_C)
+def _gaussian_c(n, x_, grad_, logp_, user_data):
+    x, grad = carray(x_, (n,)), carray(grad_, (n,))
     total = 0.0
-    for i in range(x.shape[0]):
+    for i in range(n):
         z = (x[i] - MU[i]) / SD[i]
         grad[i] = -z / SD[i]
         total += z * z
-    return -0.5 * total
+    logp_[0] = -0.5 * total
+    return 0
 
 
 class Native:
-    def __init__(self):
-        self.fn = _gaussian_native
-        self.user_data = np.zeros(1, dtype=np.int64)
+    """A model's native log-density as kiln_samplers consumes it (``NativePointers``)."""
 
-    @property
-    def native_address(self):
-        """The entry point kiln's C kernel calls, found by kiln_numba.
-
-        (kiln_samplers knows no Numba internals.)
-        """
-        return native_address(self.fn)
+    def __init__(self, function=_gaussian_c, n=4):
+        self.logp_cptr = function.address
+        self.expand_cptr = None
+        self.user_data_ptr = 0
+        self.n = n
+        self.keep_alive = (function,)
 
     def refresh(self):
         pass
+
+    def describe(self, code):
+        return f"the test model's code {code}"
+
+
+#: The native Gaussian called from Python: ``logp = fn(x, grad, user_data)``.
+_gaussian_native = NativeLogp(Native())
 
 
 def _check_posterior(trace, tol_sd=0.1):
@@ -200,7 +213,7 @@ def test_stan_warmup_schedule():
 
 def test_leapfrog_conserves_energy_for_small_steps():
     model = Gaussian()
-    ud = np.zeros(1, dtype=np.int64)
+    ud = 0
     q = np.zeros(4)
     g = np.empty(4)
     _gaussian_native(q, g, ud)
@@ -338,7 +351,7 @@ _needs_cc = pytest.mark.skipif(_c_nuts._compiler() is None, reason="no C compile
 
 def _chunk(sample_chunk, seed, adapt_step_size, collect_variance, n_draws=200, max_depth=10):
     """Run ``sample_chunk`` on the 4-d Gaussian from one state; return everything it wrote."""
-    user_data = np.zeros(1, dtype=np.int64)
+    user_data = 0
     rng = np.random.default_rng(seed)
     q = np.array([0.1, 0.2, 0.3, 0.4])
     grad = np.empty(4)
@@ -360,10 +373,7 @@ def _chunk(sample_chunk, seed, adapt_step_size, collect_variance, n_draws=200, m
 def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(
     adapt_step_size, collect_variance
 ):
-    address = native_address(_gaussian_native)
-    c_chunk = _c_nuts.sample_chunk_for(
-        _gaussian_native, address, np.zeros(1, np.int64), np.zeros(4)
-    )
+    c_chunk = _c_nuts.sample_chunk_for(_gaussian_native)
     assert c_chunk is not None, _c_nuts._state.error
     for seed in (0, 1):
         expected = _chunk(core.sample_chunk, seed, adapt_step_size, collect_variance)
@@ -384,12 +394,24 @@ def test_the_c_and_numba_kernels_make_the_same_chains(monkeypatch):
         np.testing.assert_array_equal(c.sample_stats[name], numba.sample_stats[name])
 
 
-@njit(ks.LOGP_GRAD_SIGNATURE)
-def _walled_native(x, grad, user_data):
+@cfunc(LOGP_C)
+def _walled_c(n, x_, grad_, logp_, user_data):
+    x, grad = carray(x_, (n,)), carray(grad_, (n,))
     if x[0] > 0.5:
-        raise ValueError("a wall at 0.5")
+        return 1  # a point the model rejects (e.g. a raised error)
     grad[0] = -x[0]
-    return -0.5 * x[0] * x[0]
+    logp_[0] = -0.5 * x[0] * x[0]
+    return 0
+
+
+@cfunc(LOGP_C)
+def _broken_c(n, x_, grad_, logp_, user_data):
+    x, grad = carray(x_, (n,)), carray(grad_, (n,))
+    if x[0] > 0.5:
+        return -7  # fatal
+    grad[0] = -x[0]
+    logp_[0] = -0.5 * x[0] * x[0]
+    return 0
 
 
 class _Walled(Gaussian):
@@ -401,8 +423,7 @@ class _Walled(Gaussian):
 
 class _WalledNative(Native):
     def __init__(self):
-        super().__init__()
-        self.fn = _walled_native
+        super().__init__(_walled_c, 1)
 
 
 @_needs_cc
@@ -414,6 +435,19 @@ def test_an_error_raised_by_the_model_rejects_the_point_in_c(capfd):
     x = trace.posterior["x"].ravel()
     assert x.max() <= 0.5 and trace.sample_stats["diverging"].sum() > 0
     assert "Exception" not in capfd.readouterr().err  # nothing printed per rejected point
+
+
+@pytest.mark.parametrize("kernel", ["c", "numba"])
+def test_a_fatal_code_from_the_model_stops_sampling_with_what_it_means(kernel, monkeypatch):
+    if kernel == "numba":
+        monkeypatch.setattr(_c_nuts, "sample_chunk_for", lambda *args: None)
+    elif _c_nuts._compiler() is None:
+        pytest.skip("no C compiler")
+    with pytest.raises(RuntimeError, match="native log-density"):
+        ks.sample_nuts(
+            _Walled(), draws=300, tune=300, chains=1, random_seed=2,
+            native=Native(_broken_c, 1), progressbar=False,
+        )  # fmt: skip
 
 
 def _fresh_state(monkeypatch, tmp_path):
@@ -430,7 +464,10 @@ def test_the_library_is_built_once_and_a_damaged_one_is_built_again(monkeypatch,
     assert _c_nuts.library() is not None
     (entry,) = (tmp_path / "samplers").iterdir()
     mtime = entry.stat().st_mtime_ns
-    assert _c_nuts._state.path is None and _c_nuts._state.fd is None  # the copy is gone
+    # No copy on disk is left; an in-memory copy stays open while the kernel is mapped.
+    assert _c_nuts._state.path is None
+    fd = _c_nuts._state.fd
+    assert fd is None or os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:kiln-nuts")
     assert not list(Path(tempfile.gettempdir()).glob(f"kiln-nuts-{os.getpid()}-*"))
     _fresh_state(monkeypatch, tmp_path)
     assert _c_nuts.library() is not None and entry.stat().st_mtime_ns == mtime  # reused
@@ -465,27 +502,13 @@ def test_without_a_c_compiler_the_numba_kernel_runs(monkeypatch, tmp_path):
     _fresh_state(monkeypatch, tmp_path)
     monkeypatch.setattr(_c_nuts, "_compiler", lambda: None)
     assert _c_nuts.prefetch() is False
-    address = native_address(_gaussian_native)
-    assert (
-        _c_nuts.sample_chunk_for(_gaussian_native, address, np.zeros(1, np.int64), np.zeros(4))
-        is None
-    )
+    assert _c_nuts.sample_chunk_for(_gaussian_native) is None
     assert "no C compiler" in _c_nuts._state.error
     trace = ks.sample_nuts(
         Gaussian(), draws=100, tune=100, chains=1, random_seed=1, native=Native(),
         progressbar=False,
     )  # fmt: skip
     assert trace.unconstrained.shape == (1, 100, 4)
-
-
-@_needs_cc
-def test_without_a_model_call_there_is_no_c_kernel_until_one_is_given(monkeypatch, tmp_path):
-    _fresh_state(monkeypatch, tmp_path)
-    monkeypatch.setattr(_c_nuts, "_model_call", None)
-    assert _c_nuts.prefetch() is False
-    assert _c_nuts.library() is None and "no model call" in _c_nuts._state.error
-    ks.use_model_call(model_call_source())  # the umbrella gives it before sampling
-    assert _c_nuts.library() is not None
 
 
 @_needs_cc

@@ -29,14 +29,18 @@ from kiln_compile._linkers import KNOWN_BACKENDS as KNOWN_BACKENDS
 from kiln_compile._linkers import BackendNotInstalledError as BackendNotInstalledError
 from kiln_compile._linkers import Linker as Linker
 from kiln_compile._linkers import LinkerDoc as LinkerDoc
+from kiln_compile._linkers import NativeLinker as NativeLinker
 from kiln_compile._linkers import available_linkers as available_linkers
 from kiln_compile._linkers import get_linker as get_linker
+from kiln_compile._linkers import native_model as native_model
 from kiln_compile._memo import clear as clear_function_memo  # noqa: F401
 from kiln_compile._memo import stats as function_memo_stats  # noqa: F401
 from kiln_compile._mode import FAST_COMPILE as FAST_COMPILE
 from kiln_compile._mode import FAST_RUN as FAST_RUN
 from kiln_compile._mode import Mode as Mode
 from kiln_compile._mode import get_mode as get_mode
+from kiln_compile._native import NativeModel as NativeModel
+from kiln_compile._native import NativeUnavailable as NativeUnavailable
 from kiln_compile._profile import Profile as Profile
 from kiln_compile._serialize import CorruptDataError as CorruptDataError
 from kiln_compile._serialize import CorruptGraphError as CorruptGraphError

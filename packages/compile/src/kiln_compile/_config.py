@@ -41,6 +41,20 @@ class Config:
         that a later process loads in about a millisecond, without importing Numba
         (Linux on x86-64; ``KILN_FLAGS=shared_library=false`` leaves every function to
         Numba's own loader).
+    torch_device
+        PyTorch backend: the device the compiled functions compute on (``"cpu"``, or
+        ``"cuda"``, ``"cuda:1"``, ``"mps"`` where torch has it). Read at each call.
+    torch_compile
+        PyTorch backend: run each function through ``torch.compile`` (inductor; its cache
+        under the cache root) rather than eagerly. Slow to compile (tens of seconds
+        cold), faster per call. Read at each call.
+    torch_threads
+        PyTorch backend: the threads torch computes a call with (set around each call,
+        torch's own setting restored after). ``0`` (the default) decides per graph: one
+        thread when no input or constant of the graph has a million elements or more
+        (torch's worker threads cost more than they save on such arrays: on two cores, M3
+        of the benchmarks ran 27x slower per call on two threads, M1, M2 and M4 within 8%
+        of one), torch's own count otherwise. Read at each call.
     """
 
     linker: str = "auto"
@@ -50,6 +64,9 @@ class Config:
     profile: bool = False
     memo: bool = True
     shared_library: bool = True
+    torch_device: str = "cpu"
+    torch_compile: bool = False
+    torch_threads: int = 0
 
     @classmethod
     def from_flags(cls, flags: str | None) -> Config:
@@ -77,6 +94,12 @@ class Config:
             if value.lower() not in ("true", "false", "1", "0"):
                 raise KilnValueError(f"setting {name}: expected true/false, got {value!r}")
             value = value.lower() in ("true", "1")
+        elif isinstance(current, int) and not isinstance(current, bool):
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                message = f"setting {name}: expected an integer, got {value!r}"
+                raise KilnValueError(message) from None
         setattr(self, name, value)
 
     @contextlib.contextmanager

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any, Protocol
 
 from kiln_compile._fgraph import FunctionGraph
+from kiln_compile._native import NativeModel, NativeUnavailable
 from kiln_compile._profile import Profile
 from kiln_graph import KilnValueError
 from kiln_rewrite import Query
@@ -81,9 +82,74 @@ class Linker(Protocol):
         ...
 
 
+class NativeLinker(Linker, Protocol):
+    """A linker that also gives compiled models as the native ABI (optional capability).
+
+    A backend whose compiled functions can be called from C without Python (Numba, C)
+    implements :meth:`native`; :func:`kiln_compile.native_model` finds it with
+    ``getattr(linker, "native", None)``, so linkers without it need nothing.
+    """
+
+    def native(self, logp_function: Any, expand_function: Any = None) -> NativeModel:
+        """Return ``logp_function`` (``x -> [logp, grad]``), and ``expand_function``, as C.
+
+        Both are kiln Functions this linker compiled, over one float64 vector ``x`` of a
+        static length. Raises :class:`kiln_compile.NativeUnavailable` (saying why) when
+        these functions cannot be given as the ABI.
+        """
+        ...
+
+
+#: The entry-point group of linkers.
+GROUP = "kiln.linkers"
+
+
+class _Registry(Mapping[str, Any]):
+    """The installed linkers' entry points by name, read as lazily as each question allows.
+
+    Finding one backend kiln knows reads only its own package's metadata (scanning
+    every installed distribution takes milliseconds in each new process, a large part
+    of a warm compile); listing them, or any other name, scans them all once.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, Any] = {}
+        self._all: dict[str, Any] | None = None
+
+    def _scan(self) -> dict[str, Any]:
+        if self._all is None:
+            self._all = {ep.name: ep for ep in entry_points(group=GROUP)}
+        return self._all
+
+    def _from_package(self, name: str) -> Any:
+        if name not in self._known:
+            found = None
+            try:
+                for ep in distribution(KNOWN_BACKENDS[name]).entry_points:
+                    if ep.group == GROUP and ep.name == name:
+                        found = ep
+            except PackageNotFoundError:
+                pass
+            self._known[name] = found
+        return self._known[name]
+
+    def __getitem__(self, name: str) -> Any:
+        if self._all is None and name in KNOWN_BACKENDS:
+            found = self._from_package(name)
+            if found is not None:
+                return found
+        return self._scan()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._scan())
+
+    def __len__(self) -> int:
+        return len(self._scan())
+
+
 @functools.cache
-def _registered() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group="kiln.linkers")}
+def _registered() -> Mapping[str, Any]:
+    return _Registry()
 
 
 def backend_query(query: Query, linker: Linker) -> Query:
@@ -149,3 +215,52 @@ def resolve_linker_name(name: str, warn: bool = True) -> str:
             stacklevel=3,
         )
     return "vm"
+
+
+def native_model(logp_function: Any, expand_function: Any = None) -> NativeModel:
+    """Return a compiled model's log-density (and expand function) as the native ABI.
+
+    Parameters
+    ----------
+    logp_function
+        A kiln :class:`~kiln_compile.Function` mapping the flat float64 vector ``x`` (of
+        a static length) to ``[logp, grad]`` (``CompiledModel.function``).
+    expand_function
+        Optional: a Function of the same linker mapping ``x`` to the model's
+        constrained values and deterministics (``CompiledModel.expand_function``).
+
+    Returns
+    -------
+    NativeModel
+        The C function pointers, ``user_data``, and what keeps them alive.
+
+    Raises
+    ------
+    NativeUnavailable
+        If the function's linker does not provide the native ABI, or cannot provide it
+        for these functions (the message says why).
+
+    Examples
+    --------
+    >>> native = native_model(compiled.function, compiled.expand_function)  # doctest: +SKIP
+    >>> native.logp_cptr, native.user_data_ptr, native.n  # doctest: +SKIP
+    """
+    name = getattr(logp_function, "linker", None)
+    if not isinstance(name, str):
+        raise NativeUnavailable(
+            f"native_model: expected a kiln Function, got a {type(logp_function).__name__}"
+        )
+    if expand_function is not None and getattr(expand_function, "linker", None) != name:
+        raise NativeUnavailable(
+            "native_model: the expand function was compiled by backend "
+            f"{getattr(expand_function, 'linker', None)!r}, the log-density by {name!r}"
+        )
+    provide = getattr(get_linker(name), "native", None)
+    if provide is None:
+        raise NativeUnavailable(f"backend {name!r} does not provide the native ABI")
+    native = provide(logp_function, expand_function)
+    if not isinstance(native, NativeModel):
+        raise NativeUnavailable(
+            f"backend {name!r}: its native() returned a {type(native).__name__}, not a NativeModel"
+        )
+    return native

@@ -22,6 +22,7 @@ from kiln import distributions as distributions
 from kiln import math as math
 from kiln import random as random
 from kiln import tensor as tensor
+from kiln._distributed import ChainsFailedError as ChainsFailedError
 from kiln._draw import draw as draw
 from kiln._engine_steps import NUTS as NUTS
 from kiln._engine_steps import BinaryMetropolis as BinaryMetropolis

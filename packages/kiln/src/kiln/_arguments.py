@@ -21,6 +21,7 @@ import numpy as np
 
 import kiln_samplers
 from kiln._engines import ENGINES, Engine, EngineResult, EngineRun
+from kiln._executors import executor_adapter
 from kiln_compile import KNOWN_BACKENDS, BackendNotInstalledError, available_linkers, get_linker
 from kiln_graph import KilnTypeError, KilnValueError
 from kiln_model import Model, ModelError, check_initial_point
@@ -29,10 +30,21 @@ from kiln_model import Model, ModelError, check_initial_point
 INITS = ("jitter+adapt_diag", "adapt_diag")
 
 #: The ``pip install`` that brings each backend (kiln's extras where there is one).
-_BACKEND_INSTALL = {"jax": "kiln[jax]"}
+_BACKEND_INSTALL = {
+    "jax": "kiln[jax]",
+    "torch": "kiln[torch]",
+    "mlx": "kiln[mlx]",
+    "mlx_float32": "kiln[mlx]",
+}
 
 #: The packages a backend's linker imports, beyond its kiln package.
-_BACKEND_NEEDS = {"jax": ("jax",), "numba": ("numba",)}
+_BACKEND_NEEDS = {
+    "jax": ("jax",),
+    "numba": ("numba",),
+    "torch": ("torch",),
+    "mlx": ("mlx.core",),
+    "mlx_float32": ("mlx.core",),
+}
 
 
 def _describe(value: Any) -> str:
@@ -199,6 +211,7 @@ def check_sample_arguments(
     nuts_sampler_kwargs: Any,
     idata_kwargs: Any,
     model: Any,
+    executor: Any = None,
 ) -> None:
     """Check the arguments of ``kiln.sample`` (raising a named error for the first bad one)."""
     if model is not None and not isinstance(model, Model):
@@ -219,6 +232,8 @@ def check_sample_arguments(
     check_nuts_sampler(nuts_sampler)
     if nuts_sampler == "kiln":
         check_nuts_options(nuts_sampler_kwargs, float(target_accept))
+    if executor is not None:
+        executor_adapter(executor)  # raises, naming what it accepts
 
 
 def check_names(var_names: Any) -> None:

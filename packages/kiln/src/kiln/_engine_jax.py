@@ -69,7 +69,7 @@ def _run(run: EngineRun, engine: str, sampler: Callable[..., Any]) -> EngineResu
 
 
 def run_numpyro(run: EngineRun) -> EngineResult:
-    """Run numpyro's NUTS on the JAX-linked model (chains vectorized by default)."""
+    """Run numpyro's NUTS on the JAX-linked model (chains in parallel threads by default)."""
     return _run(run, "numpyro", kiln_samplers.sample_numpyro)
 
 

@@ -1,10 +1,11 @@
 """``kl.sample(nuts_sampler="nutpie")``: nutpie's NUTS on a kiln model.
 
-On the Numba backend (the default) nutpie calls the model's C callbacks
-(``kiln_numba.native_c_pointers``: logp and expand, without the GIL); on any other
-backend it calls the compiled model back through Python. Both give the layout of
-kiln's own NUTS (posterior, coords and dims, ``sample_stats`` names). Ctrl-C returns
-the draws made so far, with a ``SamplingInterrupted`` warning.
+On a backend that provides the native log-density ABI (``CompiledModel.native()``:
+Numba, the default, and C) nutpie calls the model's C functions (logp and expand,
+without the GIL); on any other backend it calls the compiled model back through
+Python. Both give the layout of kiln's own NUTS (posterior, coords and dims,
+``sample_stats`` names). Ctrl-C returns the draws made so far, with a
+``SamplingInterrupted`` warning.
 """
 
 from __future__ import annotations
@@ -14,18 +15,19 @@ import warnings
 
 import kiln_samplers
 from kiln._engines import EngineResult, EngineRun
-from kiln_graph import KilnTypeError, KilnValueError
-from kiln_numba import native_c_pointers
+from kiln_compile import NativeUnavailable, get_linker
+from kiln_graph import KilnValueError
 
 #: nutpie's default tree depth (its ``maxdepth`` setting).
 _MAXDEPTH = 10
 
 
 def run_nutpie(run: EngineRun) -> EngineResult:
-    """Sample ``run.model`` with nutpie: C callbacks on Numba, Python callbacks otherwise.
+    """Sample ``run.model`` with nutpie: C functions where the backend has the native ABI.
 
-    A nutpie outside :data:`kiln_samplers.SUPPORTED_NUTPIE_VERSIONS` is driven through
-    its public API (Python callbacks), with one ``NutpieVersionWarning``.
+    Elsewhere nutpie calls the model back through Python. A nutpie outside
+    :data:`kiln_samplers.SUPPORTED_NUTPIE_VERSIONS` is driven through its public API
+    (Python callbacks), with one ``NutpieVersionWarning``.
 
     Raises
     ------
@@ -43,12 +45,13 @@ def run_nutpie(run: EngineRun) -> EngineResult:
     compiled.expand_function  # noqa: B018  # compiled here: its time is compile time
     native = None
     path = "python"
-    if compiled.function.linker == "numba" and kiln_samplers.nutpie_private_api():
+    if kiln_samplers.nutpie_private_api():
         try:
-            native = native_c_pointers(compiled.function, compiled.expand_function)
+            native = compiled.native()
             path = "pointers"
-        except KilnTypeError as exc:  # an Op in object mode: nutpie calls back into Python
-            warnings.warn(f"nutpie: using the Python callbacks: {exc}", stacklevel=3)
+        except NativeUnavailable as exc:  # no native ABI here: nutpie calls back into Python
+            if hasattr(get_linker(compiled.function.linker), "native"):
+                warnings.warn(f"nutpie: using the Python callbacks: {exc}", stacklevel=3)
     compile_time = time.perf_counter() - start
     trace = kiln_samplers.sample_nutpie(
         compiled,

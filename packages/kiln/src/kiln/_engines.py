@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import kiln_samplers
-from kiln_compile import Mode, linker_name_of
-from kiln_graph import KilnTypeError, KilnValueError
+from kiln_compile import Mode, NativeUnavailable, get_linker, linker_name_of
+from kiln_graph import KilnValueError
 from kiln_model import CompiledModel, Model
 
 
@@ -46,6 +46,8 @@ class EngineRun:
     jitter: bool
     progressbar: bool
     options: Mapping[str, Any]  # nuts_sampler_kwargs
+    #: Where the chains run: None (threads here), a Dask Client or a futures Executor.
+    executor: Any = None
 
 
 @dataclasses.dataclass
@@ -87,15 +89,17 @@ ENGINES: dict[str, EngineEntry] = {
     "kiln": EngineEntry(
         None,
         "kiln._engines:run_kiln",
-        note="kiln's own NUTS. On Numba the whole trajectory loop is one compiled kernel "
-        "calling the model's native log-density, chains in threads without the GIL; on "
-        "other backends the same algorithm runs as a Python loop.",
+        note="kiln's own NUTS. On a backend with the native log-density ABI (Numba, C) "
+        "the whole trajectory loop is one compiled kernel calling the model's C function, "
+        "chains in threads without the GIL; on other backends the same algorithm runs as "
+        "a Python loop.",
     ),
     "nutpie": EngineEntry(
         "nutpie",
         "kiln._engine_nutpie:run_nutpie",
-        note="nutpie's NUTS (Rust). On Numba it calls the model through C function "
-        "pointers (`kiln_numba.native_c`), elsewhere through the host `logp_dlogp`.",
+        note="nutpie's NUTS (Rust). On a backend with the native log-density ABI "
+        "(Numba, C) it calls the model through its C function pointers "
+        "(`CompiledModel.native()`), elsewhere through the host `logp_dlogp`.",
     ),
     "numpyro": EngineEntry(
         "numpyro",
@@ -134,23 +138,23 @@ def get_engine(name: Any) -> Engine:
 
 
 def run_kiln(run: EngineRun) -> EngineResult:
-    """Kiln's own NUTS: a compiled kernel on the Numba backend, Python otherwise."""
+    """Kiln's own NUTS: a compiled kernel on a backend with the native ABI, Python otherwise.
+
+    Whether the backend has it is the linker's capability (``kiln_compile.NativeLinker``),
+    asked through ``CompiledModel.native()``, never the backend's name.
+    """
     options = dict(run.options)
     settings = kiln_samplers.NutsSettings(target_accept=run.target_accept, **options)
     start = time.perf_counter()
-    if linker_name_of(run.mode) == "numba":
-        from kiln_numba.native import model_call_source
-
-        kiln_samplers.use_model_call(model_call_source())  # how the C kernel calls Numba's
-        kiln_samplers.prefetch_native_kernel()  # on another core, while the model compiles
+    native_backend = hasattr(get_linker(linker_name_of(run.mode)), "native")
+    if native_backend and run.executor is None:  # on another core, while the model compiles
+        kiln_samplers.prefetch_native_kernel()
     compiled = run.model.logp_dlogp_function(mode=run.mode, jitter=run.jitter)
     native = None
-    if compiled.function.linker == "numba":
-        from kiln_numba import native_logp_grad
-
-        try:
-            native = native_logp_grad(compiled.function)
-        except KilnTypeError as exc:
+    try:
+        native = compiled.native(expand=False) if run.executor is None else None
+    except NativeUnavailable as exc:
+        if native_backend:  # a backend without the native ABI samples in Python anyway
             warnings.warn(
                 f"kl.sample: the model's log-density cannot be called by the compiled NUTS "
                 f"kernel ({exc}); sampling with the Python kernel, which is many times "
@@ -174,6 +178,8 @@ def run_kiln(run: EngineRun) -> EngineResult:
             stacklevel=3,
         )
     compile_time = time.perf_counter() - start
+    if run.executor is not None:
+        return _run_on_executor(run, compiled, settings, compile_time)
     trace = kiln_samplers.sample_nuts(
         compiled,
         draws=run.draws,
@@ -186,3 +192,44 @@ def run_kiln(run: EngineRun) -> EngineResult:
         progressbar=run.progressbar,
     )
     return EngineResult(trace, compiled, compile_time, settings.max_treedepth)
+
+
+def _run_on_executor(
+    run: EngineRun, compiled: CompiledModel, settings: Any, compile_time: float
+) -> EngineResult:
+    """Kiln's NUTS with each chain a task of ``run.executor`` (:mod:`kiln._distributed`)."""
+    from kiln._distributed import ChainsFailedError, sample_on_executor
+    from kiln._executors import executor_adapter
+
+    try:
+        trace, details = sample_on_executor(
+            compiled,
+            executor_adapter(run.executor),
+            draws=run.draws,
+            tune=run.tune,
+            chains=run.chains,
+            random_seed=run.random_seed,
+            settings=settings,
+            progressbar=run.progressbar,
+        )
+    except ChainsFailedError as error:
+        if error.trace is not None:
+            error.result = EngineResult(error.trace, compiled, compile_time, settings.max_treedepth)
+        raise
+    if "python" in (trace.kernel or "") and hasattr(get_linker(compiled.function.linker), "native"):
+        warnings.warn(
+            "kl.sample: on the workers the model's log-density could not be called by the "
+            "compiled NUTS kernel; the chains ran the Python kernel, which is many times "
+            "slower (idata.attrs['nuts_kernel'])",
+            kiln_samplers.SlowPathWarning,
+            stacklevel=4,
+        )
+    attrs = {
+        "executor": details["executor"],
+        "chain_workers": ", ".join(details["workers"]),
+        # Seconds each chain's worker took to rebuild the model and to sample.
+        "chain_rebuild_s": [float(t) for t in details["rebuild_s"]],
+        "chain_sampling_s": [float(t) for t in details["sampling_s"]],
+        "package_bytes": int(details["package_bytes"]),
+    }
+    return EngineResult(trace, compiled, compile_time, settings.max_treedepth, attrs)

@@ -10,8 +10,9 @@ import numpy as np
 
 import kiln_samplers
 from kiln._arguments import check_sample_arguments, explain_initial_point
+from kiln._distributed import ChainsFailedError
 from kiln._engine_steps import needs_steps, run_steps
-from kiln._engines import EngineRun, get_engine
+from kiln._engines import EngineResult, EngineRun, get_engine
 from kiln_compile import FAST_RUN, DiskCache, Mode, available_linkers, get_mode
 from kiln_graph import Constant, KilnTypeError, KilnValueError, SharedVariable
 from kiln_model import Model, modelcontext
@@ -79,6 +80,7 @@ def sample(
     nuts_sampler_kwargs: Mapping[str, Any] | None = None,
     idata_kwargs: Mapping[str, Any] | None = None,
     model: Model | None = None,
+    executor: Any = None,
 ) -> Any:
     """Draw from the posterior of ``model`` (the one of the ``with`` block) with NUTS.
 
@@ -94,6 +96,15 @@ def sample(
     or ``kl.Metropolis`` (other discrete), as PyMC assigns them; the assignment is
     printed (silenced by ``progressbar=False`` or a handler on the ``kiln`` logger).
     Each step's statistics go to ``sample_stats``.
+
+    ``executor`` runs the chains as tasks of a distributed engine instead of threads
+    of this process: a ``dask.distributed.Client`` (``pip install kiln[dask]``) or any
+    ``concurrent.futures.Executor`` (a ``ProcessPoolExecutor`` on one machine). Each
+    worker rebuilds the model's log-density from data shipped with the task (its own
+    kiln cache makes that fast when warm); chain ``c`` draws what it draws locally for
+    the same ``random_seed``. A chain that fails after its retries raises
+    :class:`kiln.ChainsFailedError`, whose ``idata`` holds the other chains' draws.
+    Only kiln's NUTS (``nuts_sampler="kiln"``, continuous variables) runs there.
 
     Examples
     --------
@@ -116,13 +127,15 @@ def sample(
         nuts_sampler_kwargs=nuts_sampler_kwargs,
         idata_kwargs=idata_kwargs,
         model=model,
+        executor=executor,
     )
     m = modelcontext(model)
     mode = _mode(backend, compile_kwargs)
     engine = get_engine(nuts_sampler)
     if init not in _INITS:
         raise KilnValueError(f"init: unknown {init!r}; valid: {list(_INITS)}")
-    if needs_steps(m, step):  # step methods: given, or for discrete variables
+    steps = needs_steps(m, step)
+    if steps:  # step methods: given, or for discrete variables
         if nuts_sampler != "kiln":
             raise KilnValueError(
                 f"nuts_sampler={nuts_sampler!r} samples continuous variables with NUTS only; "
@@ -130,26 +143,49 @@ def sample(
                 "nuts_sampler='kiln'"
             )
         engine = functools.partial(run_steps, step=step)
+    if executor is not None and (steps or nuts_sampler != "kiln"):
+        raise KilnValueError(
+            "executor: chains run on an executor with kiln's NUTS only (nuts_sampler='kiln', "
+            f"continuous variables); got nuts_sampler={nuts_sampler!r}"
+            + (" with step methods (given, or for discrete variables)" if steps else "")
+        )
     idata_options = dict(idata_kwargs or {})
     unknown = sorted(set(idata_options) - {"log_likelihood"})
     if unknown:
         raise KilnTypeError(f"idata_kwargs: unknown keys {unknown}; accepted: ['log_likelihood']")
-    result = explain_initial_point(engine, m)(
-        EngineRun(
-            model=m,
-            mode=mode,
-            backend_given=backend is not None or bool(compile_kwargs),
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            cores=cores,
-            random_seed=random_seed,
-            target_accept=target_accept,
-            jitter=init == "jitter+adapt_diag",
-            progressbar=progressbar,
-            options=dict(nuts_sampler_kwargs or {}),
-        )
+    run = EngineRun(
+        model=m,
+        mode=mode,
+        backend_given=backend is not None or bool(compile_kwargs),
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        cores=cores,
+        random_seed=random_seed,
+        target_accept=target_accept,
+        jitter=init == "jitter+adapt_diag",
+        progressbar=progressbar,
+        options=dict(nuts_sampler_kwargs or {}),
+        executor=executor,
     )
+    try:
+        result = explain_initial_point(engine, m)(run)
+    except ChainsFailedError as error:
+        if error.result is not None:  # the chains that finished, as the usual DataTree
+            error.idata = _to_datatree(m, error.result, nuts_sampler, idata_options)
+        raise
+    idata = _to_datatree(m, result, nuts_sampler, idata_options)
+    if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
+        # Read from the arrays (not the DataTree); only what the screen picks is
+        # computed on every draw (the warnings are the exact check's).
+        kiln_samplers.check_diagnostics(result.trace, result.max_treedepth, exact_extremes=False)
+    return idata
+
+
+def _to_datatree(
+    m: Model, result: EngineResult, nuts_sampler: str, idata_options: Mapping[str, Any]
+) -> Any:
+    """Return the ArviZ DataTree of an engine's result (posterior, stats, data groups)."""
     compiled, trace = result.compiled, result.trace
     observed, constant = _data_groups(m)
     dims = {**compiled.dims, **{k: m.named_dims.get(k) for k in [*observed, *constant]}}
@@ -168,8 +204,6 @@ def sample(
     )
     if idata_options.get("log_likelihood"):
         idata["log_likelihood"] = _log_likelihood(compiled, trace, dims, compiled.coords)
-    if not trace.interrupted:  # an interrupted run's one warning says it is partial
-        kiln_samplers.check_diagnostics(idata, result.max_treedepth)
     return idata
 
 

@@ -106,6 +106,12 @@ from kiln_model._multivariate_matrix import KroneckerNormal as KroneckerNormal
 from kiln_model._multivariate_matrix import MatrixNormal as MatrixNormal
 from kiln_model._multivariate_matrix import Wishart as Wishart
 from kiln_model._multivariate_matrix import WishartBartlett as WishartBartlett
+from kiln_model._package import ModelPackage as ModelPackage
+from kiln_model._package import PackagedModel as PackagedModel
+from kiln_model._package import VersionMismatchError as VersionMismatchError
+from kiln_model._package import check_versions as check_versions
+from kiln_model._package import environment_versions as environment_versions
+from kiln_model._package import load_package as load_package
 from kiln_model._sde import EulerMaruyama as EulerMaruyama
 from kiln_model._triangular import expand_packed_triangular as expand_packed_triangular
 from kiln_model._truncated import Truncated as Truncated

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from kiln_compile import Function, Mode, function, rewrite_cached
+from kiln_compile import Function, Mode, NativeModel, function, native_model, rewrite_cached
 from kiln_graph import (
     Constant,
     KilnTypeError,
@@ -26,7 +26,9 @@ from kiln_graph import (
 )
 from kiln_graph import tensor as kt
 from kiln_model._errors import ModelError
-from kiln_model._logprob import LogpGraph, build_logp, nan_is_outside
+from kiln_model._logprob import LogpGraph, Substitution, build_logp, nan_is_outside
+from kiln_model._package import ModelPackage, jittered_start, package_function
+from kiln_model._vectorize import item_of, vectorize_sums
 from kiln_rewrite import stable_grad
 
 if TYPE_CHECKING:
@@ -71,15 +73,11 @@ _DISCRETE_BOUNDS: dict[str, tuple[float, float]] = {
 
 def _initial_point_function(model: Model) -> Function:
     """Compile the support points of the free variables, unconstrained, in model order."""
-    replace: dict[Variable, Variable] = {}
+    sub = Substitution()
     outputs: list[TensorVariable] = []
-
-    def sub(x: Any) -> Any:
-        return graph_replace(x, replace, strict=False) if replace else x
-
     for info in model.variables.values():
         if info.observed:
-            replace[info.rv] = info.value
+            sub[info.rv] = info.value
             continue
         params = [sub(p) for p in info.params]
         if info.initval is not None:
@@ -89,7 +87,7 @@ def _initial_point_function(model: Model) -> Function:
             point = sub(info.distribution.support_point(info.rv, *params))
         if point.dtype != info.rv.dtype:
             point = kt.cast(point, info.rv.dtype)
-        replace[info.rv] = point
+        sub[info.rv] = point
         unconstrained = point if info.transform is None else sub(info.transform.forward(point))
         outputs.append(kt.as_tensor(unconstrained))
     return function([], outputs, mode="FAST_COMPILE")
@@ -200,9 +198,12 @@ class CompiledModel:
             if b.discrete:  # integers stored as float64: round back to the value's dtype
                 piece = kt.cast(kt.floor(piece + 0.5), b.dtype)
             pieces[info.value] = piece
+        pieces.update(self._group_pieces(graph))
         self._mode = mode
         self._pieces = pieces
         total: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
+        # Sums the user wrote over many scalars become vector sums, before the gradient.
+        (total,) = vectorize_sums([total])
         # With discrete blocks the log-density may not depend on x through a float path.
         ignore: Literal["ignore", "raise"] = "ignore" if self.discrete_mask.any() else "raise"
         # The gradient of the stabilized log-density: as finite as the value (an exp that
@@ -212,7 +213,10 @@ class CompiledModel:
         self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
         self._logp: Function | None = None
         self._expand: Function | None = None
+        self._native: dict[bool, NativeModel] = {}
         self._expand_draws: Function | Literal[False] | None = None
+        #: Where each ``out_names`` entry is in ``_expand_draws``'s outputs: (output, item).
+        self._expand_items: list[tuple[int, int | None]] = []
         #: Why :meth:`expand_draws` evaluates draw by draw (None: it is batched).
         self.expand_draws_problem: str | None = None
         self._observed_logp: tuple[list[str], Function] | None = None
@@ -227,6 +231,31 @@ class CompiledModel:
             self._set_categories(free, pieces)
         if any(hasattr(i.distribution, "discrete_bounds") for i in free):
             self._set_declared_bounds(free)
+
+    def _group_pieces(self, graph: LogpGraph) -> dict[Variable, Variable]:
+        """Return each free group's stacked values as one slice (or gather) of ``x``.
+
+        The members of a group (:class:`kiln_model._logprob.TermGroup`) are scalars; in
+        creation order their entries of ``x`` are evenly spaced (a slice) unless other
+        variables were created between them in an irregular pattern (then an index).
+        """
+        where = {b.name: b for b in self.layout}
+        values = {i.name: str(i.value.name) for i in self.model.free_variables}
+        out: dict[Variable, Variable] = {}
+        for g in graph.groups:
+            if not g.free:
+                continue
+            blocks = [where[values[n]] for n in g.names]
+            at = np.array([b.slice.start for b in blocks])
+            step = int(at[1] - at[0])
+            if step > 0 and np.all(np.diff(at) == step):
+                piece = self._x[int(at[0]) : int(at[-1]) + 1 : step]
+            else:
+                piece = self._x[kt.constant(at.astype("int64"))]
+            if blocks[0].discrete:
+                piece = kt.cast(kt.floor(piece + 0.5), blocks[0].dtype)
+            out[g.stacked] = piece
+        return out
 
     def _set_categories(self, free: list[Any], pieces: dict[Variable, Variable]) -> None:
         """Set ``upper`` of each categorical block: its number of categories minus one."""
@@ -308,9 +337,37 @@ class CompiledModel:
         if self._expand is None:
             graph = self.graph
             exprs = [*graph.constrained.values(), *graph.deterministics.values()]
-            outputs = graph_replace(exprs, self._pieces, strict=False)
+            outputs = vectorize_sums(graph_replace(exprs, self._pieces, strict=False))  # type: ignore[arg-type]
             self._expand = function([self._x], outputs, mode=self._mode, trust_input=True)
         return self._expand
+
+    def native(self, expand: bool = True) -> NativeModel:
+        """Return the log-density (and expand function) as the native C ABI (cached).
+
+        Parameters
+        ----------
+        expand
+            Also give :attr:`expand_function` (compiled now if it was not): what
+            samplers outside Python (nutpie) need for the draws. kiln's C NUTS kernel
+            needs the log-density only.
+
+        Returns
+        -------
+        kiln_compile.NativeModel
+            ``logp_cptr`` (and ``expand_cptr``), ``user_data_ptr``, ``keep_alive`` and
+            ``refresh()``, from the backend that compiled the model.
+
+        Raises
+        ------
+        kiln_compile.NativeUnavailable
+            If the backend does not provide the native ABI, or cannot for this model
+            (the message says why): sample it through :meth:`logp_dlogp` instead.
+        """
+        cached = self._native.get(expand)
+        if cached is None:
+            cached = native_model(self.function, self.expand_function if expand else None)
+            self._native[expand] = cached
+        return cached
 
     def expand(self, x: Any) -> dict[str, np.ndarray]:
         """Return the constrained free variables and the deterministics at ``x``.
@@ -340,7 +397,8 @@ class CompiledModel:
         if self._expand_draws is None:
             graph = self.graph
             exprs = [*graph.constrained.values(), *graph.deterministics.values()]
-            outputs: list[Variable] = graph_replace(exprs, self._pieces, strict=False)  # type: ignore[assignment]
+            exprs = vectorize_sums(graph_replace(exprs, self._pieces, strict=False))  # type: ignore[arg-type, assignment]
+            outputs, self._expand_items = _fewer_outputs(exprs)  # type: ignore[arg-type]
             cores = ",".join(
                 "(" + ",".join(f"d{k}_{j}" for j in range(o.ndim)) + ")"  # type: ignore[attr-defined]
                 for k, o in enumerate(outputs)
@@ -376,7 +434,10 @@ class CompiledModel:
             return {n: np.stack([d[n] for d in per_draw]) for n in self.out_names}
         values = self._expand_draws(arr)
         values = values if isinstance(values, list) else [values]
-        return {n: np.asarray(v) for n, v in zip(self.out_names, values, strict=True)}
+        return {
+            n: np.asarray(values[j] if k is None else values[j][:, k])
+            for n, (j, k) in zip(self.out_names, self._expand_items, strict=True)
+        }
 
     def _jax_outputs(self, f: Function, x: Any) -> list[Any]:
         """Evaluate ``f``'s graph as a pure JAX function of ``x`` (JAX backend only).
@@ -441,11 +502,20 @@ class CompiledModel:
 
     def initial_point(self, seed: Any = None) -> np.ndarray:
         """Return a starting point: support points, jittered when ``jitter`` (by ``seed``)."""
-        x = self._start.copy()
-        if self.jitter:
-            noise = np.random.default_rng(seed).uniform(-1.0, 1.0, size=x.shape)
-            x += np.where(self.discrete_mask, 0.0, noise)
-        return x
+        return jittered_start(self._start, self.discrete_mask, self.jitter, seed)  # type: ignore[no-any-return]
+
+    def package(self) -> ModelPackage:
+        """Return the log-density as data, to rebuild in another process (``load_package``).
+
+        What a chain on a worker needs: the rewritten ``x -> [logp, dlogp]`` graph, its
+        Data's values, the backend, the start point and the versions (see
+        :mod:`kiln_model._package`). No compiled code and no pickled object is in it.
+
+        Examples
+        --------
+        >>> worker_model = kiln_model.load_package(compiled.package())  # doctest: +SKIP
+        """
+        return package_function(self.function, self._start, self.discrete_mask, self.jitter)
 
     def point_to_array(self, point: Mapping[str, Any]) -> np.ndarray:
         """Return the flat vector of a point ``{value name: unconstrained value}``."""
@@ -465,6 +535,33 @@ class CompiledModel:
             else arr[b.slice].reshape(b.shape)
             for b in self.layout
         }
+
+
+def _fewer_outputs(
+    exprs: list[Variable],
+) -> tuple[list[Variable], list[tuple[int, int | None]]]:
+    """Return outputs computing ``exprs``, items of one vector merged into that vector.
+
+    Scalars of a group (``v[0], v[1], ...`` of its constrained vector) become the one
+    output ``v``: a compiled function's build time grows faster than linearly in its
+    number of outputs. Also returns, per expression, ``(output, item)`` where it is
+    (``item`` None: the whole output).
+    """
+    outputs: list[Variable] = []
+    position: dict[Variable, int] = {}
+    where: list[tuple[int, int | None]] = []
+    for e in exprs:
+        item = item_of(e)
+        if item is None:
+            where.append((len(outputs), None))
+            outputs.append(e)
+            continue
+        base, k = item
+        if base not in position:
+            position[base] = len(outputs)
+            outputs.append(base)
+        where.append((position[base], k))
+    return outputs, where
 
 
 def compile_point_function(

@@ -25,10 +25,10 @@ from kiln_numba._codegen import generate as generate
 from kiln_numba._funcify import CodeContext as CodeContext
 from kiln_numba._funcify import has_numba_implementation as has_numba_implementation
 from kiln_numba._funcify import numba_funcify as numba_funcify
-from kiln_numba._linker import NumbaLinker as NumbaLinker
 from kiln_numba._linker import NumbaThunk as NumbaThunk
 from kiln_numba._numba_internals import NumbaVersionWarning as NumbaVersionWarning
 from kiln_numba._numba_internals import version_supported as _version_supported
+from kiln_numba._numba_linker import NumbaLinker as NumbaLinker
 
 # One NumbaVersionWarning at import when the installed Numba is not one whose internals
 # kiln_numba was checked on (it then uses Numba's public API only).

@@ -44,15 +44,13 @@ import numpy as np
 from kiln_compile import (
     DiskCache,
     FunctionGraph,
-    LinkerDoc,
-    Profile,
     config,
     mark_unwritable,
     new_temporary,
 )
 from kiln_graph import KilnTypeError
 from kiln_numba import _codegen, _shared_library
-from kiln_numba._codegen import FUNCTION_NAME, Generated, generate
+from kiln_numba._codegen import FUNCTION_NAME, Generated
 from kiln_numba._errors import KilnRuntimeError
 
 _MODULE_FILE = "kiln_gen.py"
@@ -442,70 +440,3 @@ class NumbaThunk:
             # building the library (killed): build it when this one exits.
             _shared_library.build_later(key, _entry(key), jit_fn)
         return result
-
-
-class NumbaLinker:
-    """Link a function graph into one Numba-compiled function (cached on disk)."""
-
-    name = "numba"
-    #: The Numba-only rewrites (core shapes of random variables and Blockwise).
-    rewrite_tags: tuple[str, ...] = ("numba",)
-    doc = LinkerDoc(
-        compiles="one generated `@njit` function for the whole graph, compiled by "
-        "LLVM (llvmlite) on the first call",
-        system_compiler="optional: `cc` links the machine code into a shared library "
-        "that later processes load without Numba (LLVM ships with llvmlite)",
-        cache="`numba/<key>/`: the generated module, Numba's machine code and its "
-        "shared library (described in `numba-lib/`)",
-        note="The default. Lowest per-call overhead on a CPU; the only backend with a "
-        "native log-density, so kiln's NUTS runs its whole loop in compiled code.",
-    )
-
-    def link(self, fgraph: FunctionGraph, profile: Profile | None = None) -> NumbaThunk:
-        """Generate, load (or compile) and return the callable computing ``fgraph``.
-
-        Raises
-        ------
-        KilnTypeError
-            If a value of the graph has a dtype Numba cannot compile (``float16``).
-        """
-        check_dtypes(fgraph)
-        gen = generate(fgraph)
-        key = stage2_key(fgraph, gen)
-        shared = _load_shared(key, gen)
-        if shared is not None:
-            info: dict[str, Any] = {
-                "key": key,
-                "module": str(_entry(key) / _MODULE_FILE),
-                "cache": "hit",
-                "loader": "shared library",
-            }
-            thunk = NumbaThunk(
-                None,
-                gen.constants,
-                gen,
-                info,
-                shared=shared,
-                load_dispatcher=lambda: load_function(fgraph, gen, key)[0],
-            )
-        elif gen.cacheable and module_name(key) not in sys.modules:
-            # The module file is written now and executed (importing Numba) at the first
-            # call: a caller that only needs the native wrapper of this function, loaded
-            # from its own shared library, never imports Numba.
-            path, outcome = _module_file(key, gen.source)
-            info = {"key": key, "module": str(path) if path is not None else "in memory"}
-            if path is None:
-                info["cache"] = outcome
-            thunk = NumbaThunk(
-                None,
-                gen.constants,
-                gen,
-                info,
-                load_dispatcher=lambda: load_function(fgraph, gen, key)[0],
-            )
-        else:
-            jit_fn, info = load_function(fgraph, gen, key)
-            thunk = NumbaThunk(jit_fn, gen.constants, gen, info)
-        if profile is not None:
-            profile.stage2 = info
-        return thunk

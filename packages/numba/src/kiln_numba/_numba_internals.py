@@ -15,9 +15,12 @@ compiles kiln's generated code; what makes it fast to load does not exist there:
   extensions (:func:`object_code`, :func:`global_variable_names`, :func:`entry_names`,
   :func:`environment_of`, :func:`runtime_helpers`, :func:`load_extension`,
   :func:`make_function`);
-- a compiled function's native entry point, for kiln's C NUTS kernel (:func:`jit_address`:
-  ``numba.experimental.function_type._get_jit_address``), and the C function that calls
-  it in Numba's native calling convention (:data:`MODEL_CALL_C`);
+- a compiled function's native entry point (:func:`jit_address`:
+  ``numba.experimental.function_type._get_jit_address``), exported by the shared
+  library of a native wrapper, and Numba's native calling convention, through which
+  the C functions of the native log-density ABI compiled into that library call it
+  (:data:`NATIVE_ABI_C`: the arrays' data-model fields, the status and ``excinfo_t``
+  of ``numba.core.callconv.CPUCallConv``, ``NRT_Free``);
 - the code-generation helpers of ``@intrinsic`` implementations (``numba.core.cgutils``,
   ``numba.core.imputils.impl_ret_borrowed``).
 
@@ -611,42 +614,105 @@ def jit_address(dispatcher: Any, signature: Any) -> int:
     return int(_get_jit_address(dispatcher, signature))
 
 
+#: The C functions of the native log-density ABI (``kiln_compile.NativeModel``) over a
+#: native wrapper's entry in Numba's native calling convention, compiled into the
+#: wrapper's shared library, so that a process that maps it hands samplers C function
+#: pointers without importing Numba. The includer defines ``KILN_NATIVE_ENTRY`` (the
+#: entry's symbol, a string), ``KILN_ABI_N`` (the length of ``x``), the return codes
+#: (``KILN_OK``, ``KILN_RAISED``, ``KILN_LOGP_NOT_FINITE``, ``KILN_GRAD_NOT_FINITE``,
+#: ``KILN_WRONG_LENGTH``, ``KILN_EXPAND_RAISED``: ``kiln_numba.native_c``'s, whose
+#: ``numba.cfunc`` callbacks compute the same codes) and ``KILN_ABI_LOGP`` or
+#: ``KILN_ABI_EXPAND`` (which of the two functions, ``kiln_abi_logp`` or
+#: ``kiln_abi_expand``, for a ``logp_grad`` or an ``expand`` wrapper of
+#: ``kiln_numba.native``). ``user_data`` is ``native_c``'s header: ``int64[4]``, the
+#: address and length of the logp wrapper's ``user_data``, then the expand wrapper's.
+#:
+#: The entry returns a status (0, or >= 1 where the code raised: a raise inside
+#: ``kiln_raise(code)`` with a run-time value allocates its ``excinfo_t`` and the values
+#: with NRT, which the Python wrapper would free after reading them: freed here) and
+#: takes a pointer to the result, one to the ``excinfo_t`` pointer, then each 1-d
+#: contiguous array as its data-model fields (meminfo, parent, nitems, itemsize, data,
+#: shape, stride).
+NATIVE_ABI_C = r"""
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *pickled; int32_t pickled_size; void *values; void *unwrap; int32_t n_values;
+} kiln_excinfo;
+
+void NRT_Free(void *ptr);
+
+#define KILN_ARRAY(type) void *, void *, int64_t, int64_t, type *, int64_t, int64_t
+#define KILN_PASS(data, n) NULL, NULL, (int64_t)(n), 8, (data), (int64_t)(n), 8
+
+static void kiln_free_excinfo(int32_t status, kiln_excinfo *info) {
+    if (status >= 1 && info != NULL && info->n_values > 0) {
+        NRT_Free(info->values);
+        NRT_Free(info);
+    }
+}
+
+#ifdef KILN_ABI_LOGP
+int32_t kiln_numba_entry(double *ret, kiln_excinfo **excinfo, KILN_ARRAY(const double),
+                         KILN_ARRAY(double), KILN_ARRAY(const int64_t))
+    __asm__(KILN_NATIVE_ENTRY);
+
+int kiln_abi_logp(size_t n, const double *x, double *grad, double *logp,
+                  const void *user_data) {
+    const int64_t *header = (const int64_t *)user_data;
+    kiln_excinfo *info = NULL;
+    double value = 0.0;
+    size_t i;
+    int32_t status;
+    if (n != KILN_ABI_N) return KILN_WRONG_LENGTH;
+    status = kiln_numba_entry(&value, &info, KILN_PASS(x, n), KILN_PASS(grad, n),
+                              KILN_PASS((const int64_t *)(intptr_t)header[0], header[1]));
+    if (status != 0) {
+        kiln_free_excinfo(status, info);
+        return KILN_RAISED;
+    }
+    *logp = value;
+    if (!isfinite(value)) return KILN_LOGP_NOT_FINITE;
+    for (i = 0; i < n; i++)
+        if (!isfinite(grad[i])) return KILN_GRAD_NOT_FINITE;
+    return KILN_OK;
+}
+#endif
+
+#ifdef KILN_ABI_EXPAND
+int32_t kiln_numba_entry(int64_t *ret, kiln_excinfo **excinfo, KILN_ARRAY(const double),
+                         KILN_ARRAY(double), KILN_ARRAY(const int64_t))
+    __asm__(KILN_NATIVE_ENTRY);
+
+int kiln_abi_expand(size_t n, size_t n_out, const double *x, double *out,
+                    const void *user_data) {
+    const int64_t *header = (const int64_t *)user_data;
+    kiln_excinfo *info = NULL;
+    int64_t value = 0;
+    int32_t status;
+    if (n != KILN_ABI_N) return KILN_WRONG_LENGTH;
+    status = kiln_numba_entry(&value, &info, KILN_PASS(x, n), KILN_PASS(out, n_out),
+                              KILN_PASS((const int64_t *)(intptr_t)header[2], header[3]));
+    if (status != 0) {
+        kiln_free_excinfo(status, info);
+        return KILN_EXPAND_RAISED;
+    }
+    return (int)value;
+}
+#endif
+"""
+#: The runtime functions :data:`NATIVE_ABI_C` calls (the library reaches them as it
+#: reaches those of the model's code).
+NATIVE_ABI_RUNTIME = ("NRT_Free",)
+
+
 def as_dtype(numba_type: Any) -> Any:
     """Return the NumPy dtype of a Numba scalar type."""
     from numba.np.numpy_support import as_dtype as numba_as_dtype
 
     return numba_as_dtype(numba_type)
-
-
-#: ``kiln_model_call`` (the model call of kiln's C NUTS kernel) for a Numba function of
-#: ``float64(float64[::1], float64[::1], int64[::1])``: its native entry in Numba's
-#: calling convention (what Numba's own first-class function calls use) takes a pointer
-#: to the result, one to the exception info, then each array as its data-model fields
-#: (meminfo, parent, nitems, itemsize, data, shape, strides); it returns a status, not 0
-#: where the function raised.
-MODEL_CALL_C = r"""
-#include <stdint.h>
-#include <stddef.h>
-
-typedef int32_t (*kiln_numba_logp_grad)(
-    double *ret, void **excinfo,
-    void *x_meminfo, void *x_parent, int64_t x_nitems, int64_t x_itemsize, double *x_data,
-    int64_t x_shape, int64_t x_stride,
-    void *g_meminfo, void *g_parent, int64_t g_nitems, int64_t g_itemsize, double *g_data,
-    int64_t g_shape, int64_t g_stride,
-    void *u_meminfo, void *u_parent, int64_t u_nitems, int64_t u_itemsize, int64_t *u_data,
-    int64_t u_shape, int64_t u_stride);
-
-int32_t kiln_model_call(void *fn, double *x, double *grad, int64_t *user_data,
-                        int64_t user_data_len, int64_t n, double *logp) {
-    void *excinfo = NULL;
-    return ((kiln_numba_logp_grad)fn)(
-        logp, &excinfo,
-        NULL, NULL, n, 8, x, n, 8,
-        NULL, NULL, n, 8, grad, n, 8,
-        NULL, NULL, user_data_len, 8, user_data, user_data_len, 8);
-}
-"""
 
 
 def intrinsic_helpers() -> tuple[Any, Any]:

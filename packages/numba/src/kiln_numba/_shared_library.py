@@ -45,8 +45,11 @@ checksummed, bound to its key and written atomically; a library whose digest dif
 or whose file another user owns or can write, is never mapped. It is built only where
 it is tested, Linux on x86-64 with ``cc`` and ``nm``, for functions whose arguments are
 arrays and whose results are arrays (generated functions) or one number
-(:mod:`kiln_numba.native`'s wrappers, whose entry in Numba's calling convention the
-library also exports, for kiln's C NUTS kernel); anything else, or anything that fails,
+(:mod:`kiln_numba.native`'s wrappers, whose library also exports their entry in Numba's
+calling convention and, when built with it, the C function of the native log-density ABI
+calling that entry, :data:`kiln_numba._numba_internals.NATIVE_ABI_C`: samplers get
+``kiln_compile.NativeModel`` pointers from a mapped library without Numba); anything
+else, or anything that fails,
 leaves the function to Numba, as does ``config.shared_library = False``
 (``KILN_FLAGS=shared_library=false``) or a Numba whose internals were not checked
 (:mod:`kiln_numba._numba_internals`, through which every use of them goes).
@@ -170,6 +173,7 @@ class SharedFunction:
         keepalive: tuple[Any, ...],
         binder: Callable[[Any, Any], Any] | None = None,
         native_address: int | None = None,
+        abi_address: int | None = None,
     ) -> None:
         self.fn = fn
         self.checked = checked
@@ -178,6 +182,9 @@ class SharedFunction:
         self._binder = binder
         #: The function itself, in Numba's calling convention (for compiled callers).
         self.native_address = native_address
+        #: The native ABI's C function over it (``kiln_abi_logp`` or ``kiln_abi_expand``),
+        #: None where the library was built without one.
+        self.abi_address = abi_address
 
     def accepts(self, values: Sequence[Any], start: int = 0) -> bool:
         """Whether ``values`` (the arguments from position ``start``) have the compiled types."""
@@ -214,9 +221,10 @@ class _Compiled:
     envs: list[tuple[str, str, list[Any]]]  # (symbol, module, constants) of each Environment
     args: list[_Arg]
     helpers: dict[str, tuple[str, str]]  # symbol -> (extension, c_helpers key)
+    abi: tuple[str, str] | None = None  # (exported symbol, C source) of the native ABI
 
 
-def _compiled(dispatcher: Any) -> _Compiled | None:
+def _compiled(dispatcher: Any, abi: tuple[str, str] | None = None) -> _Compiled | None:
     """Return what :func:`_build` needs of the dispatcher's one compiled overload, or None."""
     from numba import types
 
@@ -258,7 +266,10 @@ def _compiled(dispatcher: Any) -> _Compiled | None:
         envs.append((name, module_name, consts))
     if env_name not in {name for name, _, _ in envs}:
         return None
-    return _Compiled(obj, wrapper, native, env_name, envs, args, internals.runtime_helpers())
+    helpers = internals.runtime_helpers()
+    if abi is not None and not all(s in helpers for s in internals.NATIVE_ABI_RUNTIME):
+        abi = None  # a runtime without what the ABI's functions call: the library has none
+    return _Compiled(obj, wrapper, native, env_name, envs, args, helpers, abi)
 
 
 def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str]], list[str]]:
@@ -277,6 +288,12 @@ def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str
         timeout=_COMPILE_TIMEOUT_S,
     ).stdout
     undefined = [line.split()[0] for line in listing.splitlines() if line.strip()]
+    sources_c = [folder / "runtime.c"]
+    if compiled.abi is not None:
+        abi = folder / "abi.c"
+        abi.write_text(f'#define KILN_NATIVE_ENTRY "{compiled.native}"\n{compiled.abi[1]}')
+        sources_c.append(abi)
+        undefined += [s for s in internals.NATIVE_ABI_RUNTIME if s not in undefined]
     helpers = [s for s in undefined if s in compiled.helpers and s not in sources.DEFINED]
     wrapped = [s for s in undefined if s in sources.TAKE_EXCEPTIONS]
     cells = [s for s in undefined if s.startswith("PyExc_")]
@@ -284,13 +301,12 @@ def _link(compiled: _Compiled, folder: Path) -> tuple[bytes, list[tuple[str, str
         raise subprocess.SubprocessError(f"an exception that is not a builtin: {cells}")
     stubs = folder / "trampolines.s"
     stubs.write_text(sources.assembly(helpers, wrapped, cells))
-    runtime = folder / "runtime.c"
-    runtime.write_text(sources.UNPICKLE_C + sources.ENTRY_C)
+    sources_c[0].write_text(sources.UNPICKLE_C + sources.ENTRY_C)
     out = folder / "kiln_fn.so"
     # Numba's JIT code model has absolute relocations in its text: allowed (-z notext).
     command = ["cc", "-shared", "-O2", "-fPIC", "-Wl,-z,notext", "-o", str(out)]
     subprocess.run(
-        [*command, str(obj), str(stubs), str(runtime), "-lm"],
+        [*command, str(obj), str(stubs), *map(str, sources_c), "-lm"],
         capture_output=True,
         check=True,
         timeout=_COMPILE_TIMEOUT_S,
@@ -352,6 +368,7 @@ def _build(key: str, entry: Path, compiled: _Compiled) -> None:
         "sha256": digest,
         "wrapper": compiled.wrapper,
         "native": compiled.native,
+        "abi": compiled.abi[0] if compiled.abi is not None else None,
         "env": compiled.env,
         "envs": compiled.envs,
         "args": [(a.dtype.str, a.ndim, a.layout) for a in compiled.args],
@@ -374,8 +391,13 @@ def has_library(key: str) -> bool:
     return DiskCache(_NAMESPACE).path(key).is_file()
 
 
-def build_later(key: str, entry: Path, dispatcher: Any) -> None:
+def build_later(key: str, entry: Path, dispatcher: Any, abi: tuple[str, str] | None = None) -> None:
     """Queue the shared library of ``dispatcher`` (just compiled by Numba) for building.
+
+    ``abi`` is ``(symbol, C source)`` of a native ABI function calling the dispatcher's
+    entry (:data:`kiln_numba._numba_internals.NATIVE_ABI_C`), linked into the library
+    and exported as ``symbol`` (:attr:`SharedFunction.abi_address`); ``key`` must name
+    it too (a library is found by its key only).
 
     The queue is built when the process exits (or at :func:`build_queued`): a C compiler
     run per function, which would otherwise compete for the CPU with what the process
@@ -386,7 +408,7 @@ def build_later(key: str, entry: Path, dispatcher: Any) -> None:
     global _builds_at_exit
     if not (supported() and shutil.which("cc") and shutil.which("nm")):
         return
-    compiled = _compiled(dispatcher)
+    compiled = _compiled(dispatcher, abi)
     if compiled is None:
         return
     with _queue_lock:
@@ -486,7 +508,11 @@ def _map(path: Path, description: dict[str, Any], module_name: str) -> SharedFun
         native = ctypes.cast(getattr(library, description["native"]), ctypes.c_void_p).value
     except AttributeError:  # not exported: compiled callers go through Numba
         native = None
-    return SharedFunction(fn, checked, args, (library, envs, module), binder, native)
+    abi = description.get("abi")
+    abi_address = ctypes.cast(getattr(library, abi), ctypes.c_void_p).value if abi else None
+    return SharedFunction(
+        fn, checked, args, (library, envs, module), binder, native, abi_address or None
+    )
 
 
 def _layouts_agree(library: ctypes.CDLL) -> bool:

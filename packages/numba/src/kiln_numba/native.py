@@ -43,7 +43,9 @@ after changing a shared variable's value.
 values and deterministics): ``status = fn(x, out, user_data)``
 (:data:`EXPAND_SIGNATURE`) writes every output, flattened in C order and cast to
 float64, one after the other into ``out``. :mod:`kiln_numba.native_c` wraps both in C
-callbacks for samplers outside Python (nutpie).
+callbacks for samplers outside Python (kiln's NUTS kernel, nutpie); a wrapper's shared
+library also exports that C function (:func:`kiln_numba._native_abi.abi_source`), which a
+process that maps the library calls without Numba.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from kiln_numba import _native_source as native_source
 from kiln_numba import _numba_internals as _internals
 from kiln_numba._codegen import Generated
 from kiln_numba._errors import KilnRuntimeError
+from kiln_numba._native_abi import abi_source
 
 __all__ = [
     "EXPAND_SIGNATURE",
@@ -68,7 +71,6 @@ __all__ = [
     "LibraryWrapper",
     "NativeExpand",
     "NativeLogpGrad",
-    "model_call_source",
     "native_address",
     "native_expand",
     "native_logp_grad",
@@ -265,20 +267,11 @@ class NativeLogpGrad(_NativeWrapper):
     def native_address(self) -> int | None:
         """The address of :attr:`fn`'s entry point in Numba's native calling convention.
 
-        For compiled callers outside Numba (kiln's C NUTS kernel). None where Numba's
-        internals are not usable (:mod:`kiln_numba._numba_internals`): such callers
-        then go through Numba.
+        None where Numba's internals are not usable (:mod:`kiln_numba._numba_internals`).
+        Compiled callers outside Numba use the native ABI instead
+        (:func:`kiln_numba.native_c.native_model`, ``kiln_compile.NativeModel``).
         """
         return native_address(self.fn)
-
-
-def model_call_source() -> str | None:
-    """Return the C source of ``kiln_model_call`` for the entry points :func:`native_address` gives.
-
-    kiln's C NUTS kernel compiles it in (``kiln_samplers.use_model_call``) and calls the
-    model through it. None where Numba's internals are not usable here.
-    """
-    return _internals.MODEL_CALL_C if _internals.version_supported() else None
 
 
 def native_address(fn: Any) -> int | None:
@@ -419,46 +412,81 @@ def native_logp_grad(function: Any) -> NativeLogpGrad:
     slots = _slots(function)
     key = thunk.stage2.get("key") or _linker.stage2_key(function.fgraph, gen)
     source = native_source.wrapper_source(_linker.module_name(key), slots, gen)
+    fn, stage2 = _native_fn(function, gen, key, source, native_source.WRAPPER_NAME, "logp")
+    return NativeLogpGrad(function, fn, slots, stage2)
+
+
+def _abi(function: Any, kind: str) -> tuple[str, str] | None:
+    """Return ``(symbol, C source)`` of the native ABI's function over the wrapper, or None.
+
+    None where ``x`` has no static length (the ABI's functions check ``n`` against it).
+    """
+    shape = function.fgraph.inputs[0].type.shape
+    if not shape or shape[0] is None:
+        return None
+    return abi_source(kind, int(shape[0]))
+
+
+def _native_fn(
+    function: Any, gen: Generated, key: str, source: str, attr: str, kind: str
+) -> tuple[Any, dict[str, Any]]:
+    """Return a wrapper (its shared library's, or Numba's dispatcher) and where it came from.
+
+    A wrapper Numba compiled or loaded from its cache is queued for its shared library
+    (with the native ABI's function over it, :func:`_abi`), which a later process maps
+    without Numba.
+    """
+    abi = _abi(function, kind)
+    libkey = _library_key(key, source, abi)
 
     def compiled() -> tuple[Any, dict[str, Any]]:
         # The generated module, loaded in this process (loaded again if it was forgotten).
         _linker.load_function(function.fgraph, gen, key)
-        fn, stage2 = _load_wrapper(key, source, gen)
+        fn, stage2 = _load_wrapper(key, source, gen, attr)
         if not fn.overloads:
-            _compile(fn, stage2)
+            signature: Any = None  # LOGP_GRAD_NUMBA_SIGNATURE
+            if kind == "expand":
+                from kiln_numba._native_jit import EXPAND_NUMBA_SIGNATURE
+
+                signature = EXPAND_NUMBA_SIGNATURE
+            _compile(fn, stage2, signature)
         else:
             stage2.setdefault("cache", "memory")
         return fn, stage2
 
-    library = _wrapper_library(key, source, gen, lambda: compiled()[0])
+    library = _wrapper_library(key, libkey, gen, lambda: compiled()[0])
     if library is not None:
-        return NativeLogpGrad(function, library, slots, library.stage2)
+        return library, library.stage2
     fn, stage2 = compiled()
     if gen.cacheable and stage2.get("cache") in ("hit", "miss"):
-        libkey = _library_key(key, source)
         if not _shared_library.has_library(libkey):
-            _shared_library.build_later(libkey, _linker._entry(key), fn)
-    return NativeLogpGrad(function, fn, slots, stage2)
+            _shared_library.build_later(libkey, _linker._entry(key), fn, abi)
+    return fn, stage2
 
 
-def _library_key(key: str, source: str) -> str:
-    """Return the key of a native wrapper's shared library (one per wrapper source)."""
-    return hashlib.sha256(f"{key}\n{source}".encode()).hexdigest()
+def _library_key(key: str, source: str, abi: tuple[str, str] | None) -> str:
+    """Return the key of a native wrapper's shared library (one per wrapper and ABI source)."""
+    text = f"{key}\n{source}" if abi is None else f"{key}\n{source}\n{abi[0]}\n{abi[1]}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class LibraryWrapper:
     """A native wrapper loaded from its shared library: called like its dispatcher.
 
-    ``wrapper(x, grad_out, user_data)`` runs the library's machine code (its C entry
-    checks the arguments' types; other types go to the dispatcher). ``native_address``
-    is the wrapper's entry point in Numba's calling convention (None if the library
-    does not export it), for compiled callers such as kiln's C NUTS kernel.
+    ``wrapper(x, grad_out, user_data)`` (or ``wrapper(x, out, user_data)``) runs the
+    library's machine code (its C entry checks the arguments' types; other types go to
+    the dispatcher). ``native_address`` is the wrapper's entry point in Numba's calling
+    convention (None if the library does not export it); ``abi_address`` the native
+    ABI's C function over it (:func:`kiln_numba._native_abi.abi_source`; None if the
+    library was built without one), what :func:`kiln_numba.native_c.native_c_pointers`
+    hands samplers without importing Numba.
     ``dispatcher`` is the Numba dispatcher, compiled or loaded when first asked for
-    (that imports Numba): the Numba NUTS kernel and the C callbacks need it.
+    (that imports Numba): the C callbacks need it.
     """
 
     def __init__(self, shared: Any, load_dispatcher: Any, stage2: dict[str, Any]) -> None:
         self.native_address: int | None = shared.native_address
+        self.abi_address: int | None = shared.abi_address
         self.stage2 = stage2
         self._shared = shared
         self._load_dispatcher = load_dispatcher
@@ -483,12 +511,14 @@ class LibraryWrapper:
 
 
 def _wrapper_library(
-    key: str, source: str, gen: Generated, load_dispatcher: Any
+    key: str, libkey: str, gen: Generated, load_dispatcher: Any
 ) -> LibraryWrapper | None:
-    """Return the wrapper from its shared library (this process's or the cache's), or None."""
+    """Return the wrapper of Stage-2 entry ``key`` from its shared library ``libkey``, or None.
+
+    The library mapped by this process, or the cache's.
+    """
     if not gen.cacheable:
         return None
-    libkey = _library_key(key, source)
     start = time.perf_counter()
     shared = _linker._shared_loaded.get(libkey)  # the libraries this process mapped
     if shared is None:
@@ -534,18 +564,11 @@ def native_expand(function: Any) -> NativeExpand:
     >>> expand.fn(x, out, expand.user_data)  # doctest: +SKIP
     0
     """
-    _, gen = _check_expand(function)
+    thunk, gen = _check_expand(function)
     slots = _slots(function)
-    _, info = _linker.load_function(function.fgraph, gen)
-    key = info["key"]
+    key = thunk.stage2.get("key") or _linker.stage2_key(function.fgraph, gen)
     source = native_source.expand_source(
         _linker.module_name(key), slots, function.fgraph.n_outputs, gen
     )
-    fn, stage2 = _load_wrapper(key, source, gen, native_source.EXPAND_NAME)
-    if not fn.overloads:
-        from kiln_numba._native_jit import EXPAND_NUMBA_SIGNATURE
-
-        _compile(fn, stage2, EXPAND_NUMBA_SIGNATURE)
-    else:
-        stage2.setdefault("cache", "memory")
+    fn, stage2 = _native_fn(function, gen, key, source, native_source.EXPAND_NAME, "expand")
     return NativeExpand(function, fn, slots, stage2)

@@ -28,57 +28,66 @@ entry, beside the native wrapper (``native_c_<digest>.py``), and compiled with k
 checked cache (:func:`kiln_numba._cache.cfunc`): a new process loads their machine
 code (which holds the model's code too) without running LLVM. A cache that is off or
 cannot be written gives callbacks compiled in memory.
+
+A process that finds the native wrappers in their shared libraries
+(:mod:`kiln_numba._shared_library`, built when a first process compiled them) needs no
+callback and does not import Numba: each library exports the same function in C
+(:func:`abi_source`, :data:`kiln_numba._numba_internals.NATIVE_ABI_C`), calling the
+wrapper's machine code and returning the same codes, and its address is the pointer.
+This module imports Numba only for the callbacks (and :data:`LOGP_C_SIGNATURE`,
+:data:`EXPAND_C_SIGNATURE`, made when first asked for).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 import time
 from typing import Any
 
 import numpy as np
-from numba import types
 
+from kiln_compile import NativeModel, NativeUnavailable
 from kiln_graph import KilnTypeError
 from kiln_numba import _linker
 from kiln_numba._codegen import Generated
+from kiln_numba._native_abi import CODES as CODES
+from kiln_numba._native_abi import RETURN_CODES as RETURN_CODES
+from kiln_numba._native_abi import abi_source as abi_source
 from kiln_numba.native import NativeExpand, NativeLogpGrad, native_expand, native_logp_grad
 
+# Also LOGP_C_SIGNATURE and EXPAND_C_SIGNATURE (module __getattr__: they import Numba).
 __all__ = [
-    "EXPAND_C_SIGNATURE",
-    "LOGP_C_SIGNATURE",
+    "CODES",
     "RETURN_CODES",
     "NativeCPointers",
+    "abi_source",
     "native_c_pointers",
+    "native_model",
 ]
 
-#: ``int logp(size_t n, const double* x, double* grad, double* logp, const void* user_data)``
-LOGP_C_SIGNATURE = types.intc(
-    types.uintp,
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.voidptr,
-)
-#: ``int expand(size_t n, size_t n_out, const double* x, double* out, const void* user_data)``
-EXPAND_C_SIGNATURE = types.intc(
-    types.uintp,
-    types.uintp,
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.voidptr,
-)
 
-#: What the callbacks return: 0 ok, > 0 recoverable (a rejected point), < 0 fatal.
-RETURN_CODES: dict[int, str] = {
-    0: "ok",
-    1: "the model raised an error at x (e.g. a failed parameter check)",
-    2: "the log-density at x is not finite",
-    3: "the gradient at x is not finite",
-    -1: "n (or n_out) is not the length the model was compiled for",
-    -2: "the expand function raised an error at x",
-}
+@functools.cache
+def _c_signatures() -> dict[str, Any]:
+    from numba import types
+
+    pointer = types.CPointer(types.float64)
+    return {
+        "LOGP_C_SIGNATURE": types.intc(types.uintp, pointer, pointer, pointer, types.voidptr),
+        "EXPAND_C_SIGNATURE": types.intc(types.uintp, types.uintp, pointer, pointer, types.voidptr),
+    }
+
+
+def __getattr__(name: str) -> Any:
+    # LOGP_C_SIGNATURE: ``int logp(size_t n, const double* x, double* grad, double* logp,
+    # const void* user_data)``; EXPAND_C_SIGNATURE: ``int expand(size_t n, size_t n_out,
+    # const double* x, double* out, const void* user_data)``, as Numba signatures (made
+    # when first asked for: they import Numba).
+    if name in ("LOGP_C_SIGNATURE", "EXPAND_C_SIGNATURE"):
+        return _c_signatures()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Bumped whenever the generated callbacks change meaning (part of their file name).
 _VERSION = 1
@@ -93,9 +102,8 @@ from kiln_numba._cache import cfunc  # numba.cfunc with kiln's checked cache
 from kiln_numba.native import address_as_void_pointer
 from kiln_numba.native_c import EXPAND_C_SIGNATURE, LOGP_C_SIGNATURE
 
-# The native wrappers, from their modules (loaded before this one).
+# The native wrapper, from its module (loaded before this one).
 logp_grad = sys.modules[{logp_module!r}].logp_grad
-expand = sys.modules[{expand_module!r}].expand
 
 # kiln_numba.native_c callbacks, version {version}
 NDIM = {ndim}
@@ -104,7 +112,7 @@ NDIM = {ndim}
 @cfunc(LOGP_C_SIGNATURE, cache=True, error_model="numpy")
 def kiln_logp(n, x_, grad_, logp_, user_data_):
     if n != NDIM:
-        return -1
+        return {KILN_WRONG_LENGTH}
     try:
         header = carray(user_data_, (4,), np.int64)
         data = carray(address_as_void_pointer(header[0]), (header[1],), np.int64)
@@ -112,20 +120,26 @@ def kiln_logp(n, x_, grad_, logp_, user_data_):
         grad = carray(grad_, (NDIM,))
         lp = logp_grad(x, grad, data)
     except Exception:  # a cfunc cannot raise: the point is rejected
-        return 1
+        return {KILN_RAISED}
     logp_[0] = lp
     if not np.isfinite(lp):
-        return 2
+        return {KILN_LOGP_NOT_FINITE}
     for i in range(NDIM):
         if not np.isfinite(grad[i]):
-            return 3
-    return 0
+            return {KILN_GRAD_NOT_FINITE}
+    return {KILN_OK}
+'''
+
+#: The expand callback, appended to :data:`_SOURCE` when the model has an expand function.
+_EXPAND_SOURCE = """
+
+expand = sys.modules[{expand_module!r}].expand
 
 
 @cfunc(EXPAND_C_SIGNATURE, cache=True, error_model="numpy")
 def kiln_expand(n, n_out, x_, out_, user_data_):
     if n != NDIM:
-        return -1
+        return {KILN_WRONG_LENGTH}
     try:
         header = carray(user_data_, (4,), np.int64)
         data = carray(address_as_void_pointer(header[2]), (header[3],), np.int64)
@@ -133,18 +147,20 @@ def kiln_expand(n, n_out, x_, out_, user_data_):
         out = carray(out_, (n_out,))
         status = expand(x, out, data)
     except Exception:  # a cfunc cannot raise
-        return -2
+        return {KILN_EXPAND_RAISED}
     return status
-'''
+"""
 
 
 class NativeCPointers:
-    """A model's C callbacks (see the module docstring) and what they need alive.
+    """A model's C functions (see the module docstring) and what they need alive.
 
     Attributes
     ----------
     logp_cptr, expand_cptr
-        Addresses of the ``logp`` and ``expand`` callbacks.
+        Addresses of the ``logp`` and ``expand`` functions (``expand_cptr`` None when
+        no expand function was given): the callbacks', or the C functions the wrappers'
+        shared libraries export.
     user_data_ptr
         Address of the ``int64[4]`` header both take as ``user_data``.
     keep_alive
@@ -152,24 +168,28 @@ class NativeCPointers:
         data, the callbacks): keep it alive while a sampler holds the pointers.
     ndim, n_out
         The length of ``x`` and of the expand output (at the point the callbacks were
-        built: a deterministic whose shape follows the data changes it).
+        built: a deterministic whose shape follows the data changes it; None without
+        an expand function).
     logp, expand
         The native wrappers (:class:`~kiln_numba.native.NativeLogpGrad`,
-        :class:`~kiln_numba.native.NativeExpand`).
+        :class:`~kiln_numba.native.NativeExpand` or None).
     callbacks
-        The two Numba ``CFunc`` objects (``.ctypes`` calls them from Python).
+        The Numba ``CFunc`` objects (logp's, then expand's if there is one); empty
+        where the functions are the shared libraries' (no Numba).
     stage2
-        Where the callbacks came from: ``"module"``, ``"cache"`` (``"hit"``, ``"miss"``,
-        ``"memory"`` or why not cached) and ``"compile_s"``.
+        Where the functions came from: ``"module"`` (``"shared library"`` for the
+        libraries' functions), ``"cache"`` (``"hit"``, ``"miss"``, ``"memory"`` or why
+        not cached) and ``"compile_s"``.
     """
 
     def __init__(
         self,
         logp: NativeLogpGrad,
-        expand: NativeExpand,
-        callbacks: tuple[Any, Any],
+        expand: NativeExpand | None,
+        addresses: tuple[int, int | None],
+        callbacks: tuple[Any, ...],
         ndim: int,
-        n_out: int,
+        n_out: int | None,
         stage2: dict[str, Any],
     ) -> None:
         self.logp = logp
@@ -179,8 +199,8 @@ class NativeCPointers:
         self.n_out = n_out
         self.stage2 = stage2
         self.header = np.zeros(4, dtype=np.int64)
-        self.logp_cptr: int = callbacks[0].address
-        self.expand_cptr: int = callbacks[1].address
+        self.logp_cptr: int = addresses[0]
+        self.expand_cptr: int | None = addresses[1]
         self.user_data_ptr: int = self.header.ctypes.data
         self.keep_alive: tuple[Any, ...] = (self, self.header, logp, expand, callbacks)
         self.refresh()
@@ -192,19 +212,16 @@ class NativeCPointers:
         address never changes).
         """
         logp_data = self.logp.refresh()
-        expand_data = self.expand.refresh()
-        self.header[:] = [
-            logp_data.ctypes.data,
-            logp_data.shape[0],
-            expand_data.ctypes.data,
-            expand_data.shape[0],
-        ]
+        self.header[:2] = [logp_data.ctypes.data, logp_data.shape[0]]
+        if self.expand is not None:
+            expand_data = self.expand.refresh()
+            self.header[2:] = [expand_data.ctypes.data, expand_data.shape[0]]
         return self.user_data_ptr
 
     def __repr__(self) -> str:
         return (
             f"NativeCPointers(ndim={self.ndim}, n_out={self.n_out}, "
-            f"callbacks: {self.stage2.get('cache')})"
+            f"functions: {self.stage2.get('module')}, {self.stage2.get('cache')})"
         )
 
 
@@ -225,15 +242,17 @@ def _n_out(expand: NativeExpand, ndim: int) -> int:
     return int(sum(np.size(v) for v in values))
 
 
-def _load_callbacks(key: str, source: str, gen: Generated) -> tuple[tuple[Any, Any], dict]:
-    """Return the two callbacks (from this process, the cache entry or memory)."""
+def _load_callbacks(
+    key: str, source: str, gen: Generated, names: tuple[str, ...]
+) -> tuple[tuple[Any, ...], dict]:
+    """Return the callbacks ``names`` (from this process, the cache entry or memory)."""
     digest = hashlib.sha256(source.encode()).hexdigest()
     name = f"kiln_numba_native_c_{digest[:24]}"
     info: dict[str, Any] = {}
     loaded = sys.modules.get(name)
     if loaded is not None:
         info.update(module=getattr(loaded, "__file__", ""), cache="memory", compile_s=0.0)
-        return (loaded.kiln_logp, loaded.kiln_expand), info
+        return tuple(getattr(loaded, n) for n in names), info
     path = None
     outcome = "uncacheable"
     if gen.cacheable:
@@ -243,20 +262,27 @@ def _load_callbacks(key: str, source: str, gen: Generated) -> tuple[tuple[Any, A
     if path is not None:
         module = _linker._exec_module(name, source, str(path), plain, cache=True)
         info["module"] = str(path)
-        callbacks = (module.kiln_logp, module.kiln_expand)
+        callbacks = tuple(getattr(module, n) for n in names)
         info["cache"] = "hit" if all(c.cache_hits for c in callbacks) else "miss"
     else:
         filename = f"<kiln_numba native_c {digest[:16]}>"
         module = _linker._exec_module(name, source, filename, plain, cache=False)
         info["module"] = "in memory"
         info["cache"] = outcome
-        callbacks = (module.kiln_logp, module.kiln_expand)
+        callbacks = tuple(getattr(module, n) for n in names)
     info["compile_s"] = time.perf_counter() - start
     return callbacks, info
 
 
-def native_c_pointers(logp_function: Any, expand_function: Any) -> NativeCPointers:
-    """Return a model's ``logp`` and ``expand`` as C callbacks (see the module docstring).
+_OBJECT_MODE = (
+    "the model runs an Op in Numba's object mode, which a C callback cannot call; "
+    "sample it through the Python path (a backend other than numba) or give the Op a "
+    "Numba implementation"
+)
+
+
+def native_c_pointers(logp_function: Any, expand_function: Any = None) -> NativeCPointers:
+    """Return a model's ``logp`` (and ``expand``) as C callbacks (see the module docstring).
 
     Parameters
     ----------
@@ -264,8 +290,8 @@ def native_c_pointers(logp_function: Any, expand_function: Any) -> NativeCPointe
         The model's ``x -> [logp, grad]``, compiled with the Numba linker, whose ``x``
         has a static length (``CompiledModel.function``).
     expand_function
-        The model's ``x -> [constrained values and deterministics]``, compiled with the
-        Numba linker (``CompiledModel.expand_function``).
+        Optional: the model's ``x -> [constrained values and deterministics]``,
+        compiled with the Numba linker (``CompiledModel.expand_function``).
 
     Returns
     -------
@@ -288,21 +314,89 @@ def native_c_pointers(logp_function: Any, expand_function: Any) -> NativeCPointe
     >>> ptrs.logp_cptr, ptrs.expand_cptr, ptrs.user_data_ptr  # doctest: +SKIP
     """
     logp = native_logp_grad(logp_function)
-    expand = native_expand(expand_function)
+    expand = native_expand(expand_function) if expand_function is not None else None
     ndim = _ndim(logp_function)
-    gens = [f.thunk._generated for f in (logp_function, expand_function)]
+    functions = [logp_function] if expand_function is None else [logp_function, expand_function]
+    gens = [f.thunk._generated for f in functions]
     if not all(g.cacheable for g in gens):
-        raise KilnTypeError(
-            "native_c_pointers: the model runs an Op in Numba's object mode, which a C "
-            "callback cannot call; sample it through the Python path (a backend other "
-            "than numba) or give the Op a Numba implementation"
-        )
+        raise KilnTypeError(f"native_c_pointers: {_OBJECT_MODE}")
+    n_out = _n_out(expand, ndim) if expand is not None else None
+    start = time.perf_counter()
+    from_libraries = _library_functions(logp, expand)
+    if from_libraries is not None:
+        stage2: dict[str, Any] = {"module": "shared library", "cache": "hit"}
+        stage2["loader"] = "shared library"
+        stage2["compile_s"] = time.perf_counter() - start
+        return NativeCPointers(logp, expand, from_libraries, (), ndim, n_out, stage2)
     _, info = _linker.load_function(logp_function.fgraph, gens[0])
     source = _SOURCE.format(
-        logp_module=getattr(logp.fn, "dispatcher", logp.fn).py_func.__module__,
-        expand_module=expand.fn.py_func.__module__,
+        logp_module=_dispatcher(logp.fn).py_func.__module__,
         version=_VERSION,
         ndim=ndim,
+        **CODES,
     )
-    callbacks, stage2 = _load_callbacks(info["key"], source, gens[0])
-    return NativeCPointers(logp, expand, callbacks, ndim, _n_out(expand, ndim), stage2)
+    names: tuple[str, ...] = ("kiln_logp",)
+    if expand is not None:
+        source += _EXPAND_SOURCE.format(
+            expand_module=_dispatcher(expand.fn).py_func.__module__, **CODES
+        )
+        names = ("kiln_logp", "kiln_expand")
+    callbacks, stage2 = _load_callbacks(info["key"], source, gens[0], names)
+    addresses = (callbacks[0].address, callbacks[1].address if expand is not None else None)
+    return NativeCPointers(logp, expand, addresses, callbacks, ndim, n_out, stage2)
+
+
+def _dispatcher(fn: Any) -> Any:
+    """Return a native wrapper's Numba dispatcher (a library's loads it: imports Numba)."""
+    return getattr(fn, "dispatcher", fn)
+
+
+def _library_functions(
+    logp: NativeLogpGrad, expand: NativeExpand | None
+) -> tuple[int, int | None] | None:
+    """Return the ABI functions the wrappers' shared libraries export, or None.
+
+    None unless every wrapper was loaded from a library built with its function (then
+    the callbacks are used, for all: one way per model).
+    """
+    logp_address = getattr(logp.fn, "abi_address", None)
+    if not logp_address:
+        return None
+    if expand is None:
+        return int(logp_address), None
+    expand_address = getattr(expand.fn, "abi_address", None)
+    return (int(logp_address), int(expand_address)) if expand_address else None
+
+
+def native_model(logp_function: Any, expand_function: Any = None) -> NativeModel:
+    """Return a Numba-compiled model as the native ABI (``NumbaLinker.native``).
+
+    The :class:`kiln_compile.NativeModel` of :func:`native_c_pointers`' callbacks.
+
+    Raises
+    ------
+    kiln_compile.NativeUnavailable
+        Where :func:`native_c_pointers` raises (its message): a function of the wrong
+        form, data that is not arrays, an Op in Numba's object mode.
+    """
+    try:
+        pointers = native_c_pointers(logp_function, expand_function)
+    except NativeUnavailable:
+        raise
+    except KilnTypeError as exc:
+        raise NativeUnavailable(str(exc)) from exc
+
+    def refresh() -> None:
+        pointers.refresh()
+
+    return NativeModel(
+        logp_cptr=pointers.logp_cptr,
+        expand_cptr=pointers.expand_cptr,
+        user_data_ptr=pointers.user_data_ptr,
+        n=pointers.ndim,
+        n_out=pointers.n_out,
+        keep_alive=pointers.keep_alive,
+        refresh=refresh,
+        linker="numba",
+        codes=RETURN_CODES,
+    )

@@ -5,7 +5,7 @@ phase; the phases (:data:`PHASES`) run in order; a :class:`Query` selects rewrit
 tags. :func:`rewrite` applies a query to a graph; :func:`pipeline` prints what runs.
 """
 
-from kiln_rewrite import canonicalize, fusion, inplace, random, specialize, stabilize
+from kiln_rewrite import canonicalize, fusion, inplace, loop_fusion, random, specialize, stabilize
 from kiln_rewrite._db import PHASE_RULES as PHASE_RULES
 from kiln_rewrite._db import PHASES as PHASES
 from kiln_rewrite._db import Query as Query
@@ -32,4 +32,12 @@ from kiln_rewrite._stable_grad import stabilize_graph as stabilize_graph
 from kiln_rewrite._stable_grad import stable_grad as stable_grad
 from kiln_rewrite._stats import RewriteStats as RewriteStats
 
-__all__ = ["canonicalize", "fusion", "inplace", "random", "specialize", "stabilize"]
+__all__ = [
+    "canonicalize",
+    "fusion",
+    "inplace",
+    "loop_fusion",
+    "random",
+    "specialize",
+    "stabilize",
+]

@@ -19,19 +19,16 @@ the bit-exact test (``test_the_c_kernel_computes_what_the_python_core_computes_t
 in ``packages/samplers/tests/test_nuts.py``): the same draws, statistics and generator
 state, to the bit. Change both together, and that test tells whether they still agree.
 
-The kernel calls the model's native log-density (a function of the signature
-``LOGP_GRAD_SIGNATURE``) at the entry point the model gives as
-``NativeLogpGrad.native_address``, through ``kiln_model_call``, a plain C function whose
-source the model's backend gives (:func:`use_model_call`; kiln_numba's calls Numba's
-native calling convention): this package knows no backend's ABI.
-Before a chain uses it, :func:`sample_chunk_for` calls the model once that way and once
-from Python, and uses the C kernel only when both give the same log-density and
-gradient to the bit (an entry of another calling convention fails that check).
+The kernel calls the model's native log-density through the one C ABI every native
+backend provides (``kiln_compile.NativeModel``, :class:`kiln_samplers.NativePointers`):
+``int logp(size_t n, const double* x, double* grad, double* logp, const void* user_data)``
+at ``logp_cptr``, with ``user_data_ptr``. This package knows no backend's calling
+convention, and the kernel is the same library for every backend and every model.
 
 It computes what ``_nuts_core`` computes, in the same order, with NumPy's own normal
 generator, so the draws are those of the Python and Numba kernels (a test checks it to
 the bit). Without a C compiler (or on a platform other than Linux and macOS), or when
-the check fails, :func:`sample_chunk_for` returns None and the Numba kernel runs.
+the build fails, :func:`sample_chunk_for` returns None and the Numba kernel runs.
 """
 
 from __future__ import annotations
@@ -46,13 +43,13 @@ import sys
 import sysconfig
 import tempfile
 import threading
-import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from kiln_samplers import _nuts_core as core
+from kiln_samplers._native import NativeLogp, fatal_error
 
 _SOURCE = Path(__file__).with_name("_nuts_kernel.c")
 _FLAGS = ("-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
@@ -124,41 +121,10 @@ def kernel_store() -> ArtifactStore | None:
     return _store
 
 
-#: The C source defining ``kiln_model_call`` (how the kernel calls a model's native
-#: log-density), given by the model's backend; None: no C kernel.
-_model_call: str | None = None
-
-
-def use_model_call(source: str | None) -> None:
-    """Compile the C kernel with ``source``, which defines ``kiln_model_call``.
-
-    ``int32_t kiln_model_call(void *fn, double *x, double *grad, int64_t *user_data,
-    int64_t user_data_len, int64_t n, double *logp)`` calls the model's log-density at
-    its native entry point ``fn`` (``NativeLogpGrad.native_address``), writes the gradient
-    and ``*logp``, and returns 0 (not 0: the model raised). The backend that made the
-    entry point knows its calling convention and gives this source (the umbrella passes
-    ``kiln_numba.native.model_call_source()``): this package knows none. Set it before
-    the kernel is built (before :func:`prefetch`); a process that looked for the kernel
-    before any was given looks again.
-    """
-    global _model_call, _state
-    if source == _model_call:
-        return
-    _model_call = source
-    with _state.lock:
-        if _state.library is None and _state.error == _NO_MODEL_CALL:
-            _state = _State()
-
-
-def _library_key(compiler: str, model_call: str) -> str:
-    """Return the kernel's key: a digest of the sources, compiler, flags, NumPy, machine."""
+def _library_key(compiler: str) -> str:
+    """Return the kernel's key: a digest of the source, compiler, flags, NumPy, machine."""
     key = hashlib.sha256()
-    for part in (
-        _SOURCE.read_bytes(),
-        model_call.encode(),
-        compiler.encode(),
-        " ".join(_FLAGS).encode(),
-    ):
+    for part in (_SOURCE.read_bytes(), compiler.encode(), " ".join(_FLAGS).encode()):
         key.update(part)
     key.update(f"{np.__version__} {platform.machine()} {sys.platform}".encode())
     return key.hexdigest()
@@ -182,16 +148,14 @@ def _remove_stale_builds() -> None:
             continue
 
 
-def _build(compiler: str, model_call: str) -> bytes | None:
-    """Return the kernel and ``model_call`` compiled into a shared library (its bytes), or None."""
+def _build(compiler: str) -> bytes | None:
+    """Return the kernel compiled into a shared library (its bytes), or None."""
     _remove_stale_builds()
     with tempfile.TemporaryDirectory(prefix=f"{_BUILD_PREFIX}{os.getpid()}-") as folder:
         out = Path(folder) / "nuts.so"
-        call = Path(folder) / "model_call.c"
-        call.write_text(model_call)
         command = [
-            compiler, *_FLAGS, f"-I{np.get_include()}", str(_SOURCE), str(call),
-            str(_npyrandom()), "-lm", "-o", str(out),
+            compiler, *_FLAGS, f"-I{np.get_include()}", str(_SOURCE), str(_npyrandom()),
+            "-lm", "-o", str(out),
         ]  # fmt: skip
         try:
             done = subprocess.run(
@@ -236,13 +200,9 @@ class _State:
         self.fd: int | None = None  # the in-memory file behind ``path``, if any
         self.library: Any = None
         self.error: str | None = None
-        self.checked: dict[int, tuple[Any, int | None]] = {}
 
 
 _state = _State()
-
-
-_NO_MODEL_CALL = "no model call (kiln_samplers.use_model_call) was given"
 
 
 def _find_or_build() -> None:
@@ -253,15 +213,11 @@ def _find_or_build() -> None:
     if not _npyrandom().is_file():
         _state.error = f"NumPy's {_npyrandom()} is missing"
         return
-    model_call = _model_call
-    if model_call is None:
-        _state.error = _NO_MODEL_CALL
-        return
-    key = _library_key(compiler, model_call)
+    key = _library_key(compiler)
     store = _store
     payload = store.get(key) if store is not None else None
     if payload is None:
-        payload = _build(compiler, model_call)
+        payload = _build(compiler)
         if payload is None:
             return
         if store is not None:
@@ -272,15 +228,14 @@ def _find_or_build() -> None:
 def prefetch() -> bool:
     """Start building the C kernel in a background thread unless it is cached or started.
 
-    Returns whether the C kernel can be expected (False: no C compiler, no model call,
-    or an earlier build failed), so that the caller can start the Numba kernel's compile
-    instead.
+    Returns whether the C kernel can be expected (False: no C compiler, or an earlier
+    build failed), so that the caller can start the Numba kernel's compile instead.
     """
     with _state.lock:
         if _state.thread is None and _state.library is None:
             _state.thread = threading.Thread(target=_find_or_build, daemon=True)
             _state.thread.start()
-    return _state.error is None and _compiler() is not None and _model_call is not None
+    return _state.error is None and _compiler() is not None
 
 
 def library() -> Any:
@@ -296,45 +251,21 @@ def library() -> Any:
             except OSError as exc:
                 _state.error = f"loading {_state.path} failed: {exc}"
                 return None
-            finally:  # mapped (or useless): not needed
-                if _state.fd is not None:
-                    os.close(_state.fd)
-                    _state.fd = None
-                else:
+            finally:
+                # An in-memory file stays open while the library is mapped: the loader
+                # knows a library by its path, and a closed descriptor's number
+                # (/proc/self/fd/N) would be reused by the next library mapped this
+                # way (kiln_c's), which the loader would take for this kernel.
+                if _state.fd is None:
                     _state.path.unlink(missing_ok=True)
                 _state.path = None
             lib.kiln_nuts_sample_chunk.restype = _f8
             lib.kiln_nuts_sample_chunk.argtypes = (
-                _p, _p, _i8, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,
-                _i4, _i4, ctypes.POINTER(_i4),
+                _p, _p, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,
+                _i4, _i4, ctypes.POINTER(_i4), ctypes.POINTER(_i8),
             )  # fmt: skip
-            lib.kiln_nuts_call_model.restype = _f8
-            lib.kiln_nuts_call_model.argtypes = (_p, _p, _i8, _i8, _p, _p)
             _state.library = lib
         return _state.library
-
-
-def _check(lib: Any, fn: Any, address: int, user_data: np.ndarray, q: np.ndarray) -> int | None:
-    """Return ``address`` if calling it from C gives what calling ``fn`` gives, else None."""
-    try:
-        expected_grad = np.empty_like(q)
-        expected = float(fn(q, expected_grad, user_data))
-    except Exception:  # noqa: BLE001 (the Numba kernel runs: its errors are clear)
-        return None
-    grad = np.full_like(q, np.nan)
-    got = lib.kiln_nuts_call_model(
-        address, user_data.ctypes.data, user_data.shape[0], q.shape[0], q.ctypes.data,
-        grad.ctypes.data,
-    )  # fmt: skip
-    if got == expected and np.array_equal(grad, expected_grad):
-        return address
-    warnings.warn(
-        "kiln's C NUTS kernel got another log-density from the model than Numba's call "
-        f"({got!r} != {expected!r}): sampling with the Numba kernel instead",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-    return None
 
 
 def _pointer(array: np.ndarray, rows: int | None = None) -> int:
@@ -345,59 +276,51 @@ def _pointer(array: np.ndarray, rows: int | None = None) -> int:
     return int(array.ctypes.data)
 
 
-def _sample_chunk(lib: Any, address: int, bitgens: dict[int, tuple[Any, int]], *args: Any) -> float:
-    (_, user_data, rng, q, grad, logp, inv_mass, adapt, welford, n_draws, draws, stats,
+def _sample_chunk(lib: Any, bitgens: dict[int, tuple[Any, int]], *args: Any) -> float:
+    (fn, user_data, rng, q, grad, logp, inv_mass, adapt, welford, n_draws, draws, stats,
      target_accept, max_depth, max_energy_error, adapt_step, collect) = args  # fmt: skip
     n = q.shape[0]
     if (
         grad.shape != (n,) or inv_mass.shape != (n,) or adapt.shape != (5,)
         or welford.shape != (3, n) or draws.shape[1:] != (n,)
-        or stats.shape[1:] != (core.N_STATS,) or user_data.dtype != np.int64
-        or not user_data.flags.c_contiguous
+        or stats.shape[1:] != (core.N_STATS,)
     ):  # fmt: skip
         raise ValueError("sample_chunk: arrays of the wrong shapes for the C NUTS kernel")
     entry = bitgens.get(id(rng))
     if entry is None or entry[0] is not rng:
         entry = (rng, int(rng.bit_generator.ctypes.bit_generator.value))
         bitgens[id(rng)] = entry
-    status = _i4(0)
+    status, done = _i4(0), _i8(0)
     with rng.bit_generator.lock:
         logp = lib.kiln_nuts_sample_chunk(
-            address, user_data.ctypes.data, user_data.shape[0], entry[1], n, _pointer(q),
-            _pointer(grad), logp, _pointer(inv_mass), _pointer(adapt), _pointer(welford),
-            n_draws, _pointer(draws, n_draws), _pointer(stats, n_draws), target_accept,
-            max_depth, max_energy_error, bool(adapt_step), bool(collect),
-            ctypes.byref(status),
+            fn.native.logp_cptr, user_data, entry[1], n, _pointer(q), _pointer(grad), logp,
+            _pointer(inv_mass), _pointer(adapt), _pointer(welford), n_draws,
+            _pointer(draws, n_draws), _pointer(stats, n_draws), target_accept, max_depth,
+            max_energy_error, bool(adapt_step), bool(collect), ctypes.byref(status),
+            ctypes.byref(done),
         )  # fmt: skip
-    if status.value != 0:
+    if status.value == 1:
         raise MemoryError("the C NUTS kernel could not allocate its work arrays")
+    if status.value < 0:
+        raise fatal_error(fn.native, status.value)
     return float(logp)
 
 
-def sample_chunk_for(fn: Any, address: int | None, user_data: np.ndarray, q: np.ndarray) -> Any:
+def sample_chunk_for(fn: NativeLogp) -> Any:
     """Return ``sample_chunk`` (``_nuts_core``'s arguments) on the C kernel, or None.
 
-    Waits for the build started by :func:`prefetch`. ``fn`` is the model's native
-    log-density and ``address`` its native entry point (``NativeLogpGrad.native_address``;
-    None: no C kernel); the first call per ``fn`` checks the entry point at ``q``.
+    Waits for the build started by :func:`prefetch`. The chunk's ``fn`` is ``fn`` (the
+    model's :class:`~kiln_samplers._native.NativeLogp`: the kernel calls its
+    ``logp_cptr``) and its ``user_data`` the model's ``user_data_ptr``. A fatal code
+    from the model raises ``RuntimeError`` saying what it means.
     """
-    if not address:
-        return None
     lib = library()
     if lib is None:
-        return None
-    with _state.lock:
-        known = _state.checked.get(id(fn))
-        if known is None or known[0] is not fn:
-            known = (fn, _check(lib, fn, address, user_data, q))
-            _state.checked[id(fn)] = known
-    address = known[1]
-    if address is None:
         return None
     bitgens: dict[int, tuple[Any, int]] = {}
 
     def sample_chunk(*args: Any) -> float:
         """``_nuts_core.sample_chunk(*args)``, run by the C kernel."""
-        return _sample_chunk(lib, address, bitgens, *args)
+        return _sample_chunk(lib, bitgens, *args)
 
     return sample_chunk

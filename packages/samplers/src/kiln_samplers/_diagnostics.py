@@ -14,6 +14,8 @@ so that sorts and FFTs run over contiguous memory.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 _MIN_DRAWS = 4
@@ -29,9 +31,18 @@ def _as_rows(samples: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
 
 
 def _split_chains(ary: np.ndarray) -> np.ndarray:
-    """Split every chain into its first and last halves (a middle odd draw is dropped)."""
-    half = ary.shape[2] // 2
-    return np.concatenate((ary[:, :, :half], ary[:, :, ary.shape[2] - half :]), axis=1)
+    """Split every chain into its first and last halves (a middle odd draw is dropped).
+
+    The halves of chain ``c`` are chains ``2c`` and ``2c + 1`` (the statistics do not
+    depend on the chains' order); for an even number of draws, a view.
+    """
+    k, chains, draws = ary.shape
+    half = draws // 2
+    if draws % 2 == 0:
+        return ary.reshape(k, 2 * chains, half)
+    return np.stack((ary[:, :, :half], ary[:, :, draws - half :]), axis=2).reshape(
+        k, 2 * chains, half
+    )
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
@@ -63,71 +74,113 @@ def _average_ranks(values: np.ndarray, order: np.ndarray, ordered: np.ndarray) -
     return ranks
 
 
-def _z_scale(flat: np.ndarray, order: np.ndarray, ordered: np.ndarray) -> np.ndarray:
-    """Replace each row's values by the normal quantiles of their ranks.
-
-    ``flat`` is ``(k, size)`` (only its shape is read), ``order`` its rows' sort order
-    and ``ordered`` the sorted rows. Without ties (continuous draws) the ranks are a
-    permutation of ``1..size``: the ``size`` quantiles are computed once and scattered
-    by each row's order.
-    """
+@functools.lru_cache(maxsize=8)
+def _normal_scores(size: int) -> np.ndarray:
+    """Return the normal quantiles of the ranks ``1..size`` (Blom's offsets, as ArviZ)."""
     from scipy import special
 
-    k, size = flat.shape
-    if (ordered[:, 1:] == ordered[:, :-1]).any():
-        rank = _average_ranks(flat, order, ordered)
-        return special.ndtri((rank - 0.375) / (size + 0.25))  # type: ignore[no-any-return]
-    quantiles = special.ndtri((np.arange(1.0, size + 1.0) - 0.375) / (size + 0.25))
+    scores = special.ndtri((np.arange(1.0, size + 1.0) - 0.375) / (size + 0.25))
+    scores.flags.writeable = False
+    return scores  # type: ignore[no-any-return]
+
+
+def _z_scale(at: np.ndarray, ordered: np.ndarray) -> np.ndarray:
+    """Return each row's values replaced by the normal quantiles of their average ranks.
+
+    ``ordered`` holds the sorted rows, ``(k, size)``, and ``at`` where each sorted value
+    is in the rows laid end to end (row ``i``'s sort order plus ``i * size``).
+    The ``size`` quantiles of the ranks ``1..size`` are computed once (per size) and
+    scattered by each row's order; a run of tied values (discrete draws, the two values
+    either side of the median once folded) gets the quantile of its mean rank instead,
+    the value ``scipy.stats.rankdata(method="average")`` then the quantile would give.
+    """
+    k, size = ordered.shape
+    scores = _normal_scores(size)
+    tie = ordered[:, 1:] == ordered[:, :-1]
+    if tie.any():
+        from scipy import special
+
+        sorted_z = np.tile(scores, (k, 1))
+        row, pos = np.nonzero(tie)  # a tie between positions pos and pos + 1 of a row
+        flat = row * size + pos  # ascending; no run crosses rows (pos < size - 1)
+        starts = np.ones(flat.size, dtype=bool)
+        starts[1:] = flat[1:] != flat[:-1] + 1
+        ends = np.ones(flat.size, dtype=bool)
+        ends[:-1] = starts[1:]
+        run = np.cumsum(starts) - 1
+        first, last = pos[starts][run], pos[ends][run] + 1
+        rank = (first + last) / 2.0 + 1.0
+        value = special.ndtri((rank - 0.375) / (size + 0.25))
+        sorted_z[row, pos] = value
+        sorted_z[row, pos + 1] = value
+    else:
+        sorted_z = np.broadcast_to(scores, (k, size))
     z = np.empty(k * size)
-    z[(order + (np.arange(k) * size)[:, None]).ravel()] = np.tile(quantiles, k)
+    z[at.ravel()] = sorted_z.ravel()
     return z.reshape(k, size)
 
 
 def _folded_order(
-    order: np.ndarray, ordered: np.ndarray, median: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return an array shaped like the rows, the sort order of ``|x - median|``, sorted.
+    at: np.ndarray, ordered: np.ndarray, median: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return :func:`_z_scale`'s ``at`` and ``ordered`` of each row's ``|x - median|``.
 
-    From the rows' own sort: along ``ordered`` the folded values fall until the median
-    and rise after it, so reversing the first part gives two sorted runs, which a
-    stable sort (timsort) merges in one linear pass instead of a new sort.
+    From the rows' own sort (``at``, ``ordered``): along ``ordered`` the folded values
+    fall until the median and rise after it, so reversing the first part gives two
+    sorted runs, which a stable sort (timsort) merges in one linear pass instead of a
+    new sort.
     """
-    size = ordered.shape[1]
-    folded_sorted_x = np.abs(ordered - median[:, None])
+    k, size = ordered.shape
+    rows = (np.arange(k) * size)[:, None]
+    folded = np.abs(ordered - median[:, None]).ravel()
     below = (ordered < median[:, None]).sum(axis=1)[:, None]
     j = np.arange(size)
-    runs_index = np.where(j < below, below - 1 - j, j)
-    runs = np.take_along_axis(folded_sorted_x, runs_index, axis=1)
-    merge = np.argsort(runs, axis=1, kind="stable")
-    order_f = np.take_along_axis(order, np.take_along_axis(runs_index, merge, axis=1), axis=1)
-    # The folded rows themselves are not needed (only their shape): the sorted x's.
-    return folded_sorted_x, order_f, np.take_along_axis(runs, merge, axis=1)
+    runs_at = np.where(j < below, below - 1 - j, j) + rows
+    runs = folded[runs_at]
+    merge_at = np.argsort(runs, axis=1, kind="stable") + rows
+    return at.ravel()[runs_at.ravel()[merge_at]], runs.ravel()[merge_at]
 
 
-def _rhat(ary: np.ndarray) -> np.ndarray:
-    """Return the basic potential scale reduction of each row of ``(k, chain, draw)``."""
+def _chain_moments(ary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return each chain's mean and variance (``ddof=1``) of ``(k, chain, draw)`` rows.
+
+    From the sums of the values and of their squares (one pass each; the values here
+    are normal scores, whose squares' sum loses nothing that matters to cancellation).
+    """
     draws = ary.shape[2]
-    between = draws * np.var(ary.mean(axis=2), axis=1, ddof=1)
-    within = np.var(ary, axis=2, ddof=1).mean(axis=1)
+    mean = ary.sum(axis=2) / draws
+    squares = np.einsum("kcd,kcd->kc", ary, ary)
+    return mean, (squares - draws * mean * mean) / (draws - 1)
+
+
+def _rhat(mean: np.ndarray, var: np.ndarray, draws: int) -> np.ndarray:
+    """Return the basic potential scale reduction from the chains' means and variances."""
+    between = draws * np.var(mean, axis=1, ddof=1)
+    within = var.mean(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.sqrt((between / within + draws - 1) / draws)
+        return np.sqrt((between / within + draws - 1) / draws)  # type: ignore[no-any-return]
 
 
-def _ess(ary: np.ndarray) -> np.ndarray:
-    """Return the effective sample size of each row (Geyer's initial monotone sequence)."""
+def _ess(ary: np.ndarray, mean: np.ndarray, constant: np.ndarray) -> np.ndarray:
+    """Return the effective sample size of each row (Geyer's initial monotone sequence).
+
+    ``mean`` holds the chains' means (:func:`_chain_moments`) and ``constant`` marks the
+    rows whose values are all equal (their ESS is the number of draws, as ArviZ's).
+    """
     from scipy import fft
 
     k, chains, draws = ary.shape
     total = chains * draws
     n_fft = fft.next_fast_len(2 * draws)
-    centred = ary - ary.mean(axis=2, keepdims=True)
-    spectrum = np.fft.rfft(centred, n=n_fft, axis=2)
-    acov = np.fft.irfft(spectrum * np.conjugate(spectrum), n=n_fft, axis=2)[..., :draws] / draws
-    mean_acov = acov.mean(axis=1)  # (k, draw)
+    spectrum = np.fft.rfft(ary - mean[:, :, None], n=n_fft, axis=2)
+    # The chains' mean autocovariance: one inverse transform of their mean power.
+    re, im = spectrum.real, spectrum.imag
+    power = (np.einsum("kcf,kcf->kf", re, re) + np.einsum("kcf,kcf->kf", im, im)) / chains
+    mean_acov = np.fft.irfft(power, n=n_fft, axis=1)[:, :draws] / draws  # (k, draw)
     mean_var = mean_acov[:, 0] * draws / (draws - 1.0)
     var_plus = mean_var * (draws - 1.0) / draws
     if chains > 1:
-        var_plus = var_plus + np.var(ary.mean(axis=2), axis=1, ddof=1)
+        var_plus = var_plus + np.var(mean, axis=1, ddof=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = 1.0 - (mean_var[:, None] - mean_acov) / var_plus[:, None]
     rho[:, 0] = 1.0
@@ -144,9 +197,7 @@ def _ess(ary: np.ndarray) -> np.ndarray:
     tail = np.where((stop == 0) | (pairs[rows, stop] >= 0.0) | (even > 0.0), even, 0.0)
     tau = -1.0 + 2.0 * np.where(kept, monotone, 0.0).sum(axis=1) + tail
     tau = np.maximum(tau, 1.0 / np.log10(total))
-    ess = total / tau
-    constant = (ary.max(axis=(1, 2)) - ary.min(axis=(1, 2))) < np.finfo(float).resolution
-    return np.where(constant, float(total), ess)
+    return np.where(constant, float(total), total / tau)
 
 
 def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,18 +211,23 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     invalid = np.isnan(ary).any(axis=(1, 2)) | (draws < _MIN_DRAWS)
     if invalid.all():
         return np.full(shape, np.nan), np.full(shape, np.nan)
-    split = _split_chains(np.where(invalid[:, None, None], 0.0, ary))
+    split = _split_chains(np.where(invalid[:, None, None], 0.0, ary) if invalid.any() else ary)
     flat = split.reshape(split.shape[0], -1)
-    order = np.argsort(flat, axis=1)  # the one sort (of every row's pooled draws)
-    ordered = np.take_along_axis(flat, order, axis=1)
-    z = _z_scale(flat, order, ordered).reshape(split.shape)
-    ess = np.where(invalid, np.nan, _ess(z))
+    size = flat.shape[1]
+    # the one sort (of every row's pooled draws), as positions in the rows end to end
+    at = np.argsort(flat, axis=1) + (np.arange(flat.shape[0]) * size)[:, None]
+    ordered = flat.ravel()[at]
+    z = _z_scale(at, ordered).reshape(split.shape)
+    mean, var = _chain_moments(z)
+    constant = ordered[:, 0] == ordered[:, -1]  # all ties: the normal scores are too
+    ess = np.where(invalid, np.nan, _ess(z, mean, constant))
     if chains < 2:
         return np.full(shape, np.nan), ess.reshape(shape)
-    bulk = _rhat(z)
-    size = flat.shape[1]
+    half = split.shape[2]
+    bulk = _rhat(mean, var, half)
     median = 0.5 * (ordered[:, (size - 1) // 2] + ordered[:, size // 2])  # np.median's
-    tail = _rhat(_z_scale(*_folded_order(order, ordered, median)).reshape(split.shape))
+    folded = _z_scale(*_folded_order(at, ordered, median)).reshape(split.shape)
+    tail = _rhat(*_chain_moments(folded), half)
     with np.errstate(invalid="ignore"):
         rhat = np.where(tail > bulk, tail, bulk)  # Python's max(bulk, tail), as ArviZ
     return np.where(invalid, np.nan, rhat).reshape(shape), ess.reshape(shape)

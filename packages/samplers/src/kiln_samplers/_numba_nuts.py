@@ -1,9 +1,11 @@
 """The NUTS functions of :mod:`kiln_samplers._nuts_core`, compiled by Numba once.
 
-The model's log-density is an argument of type ``FunctionType(LOGP_GRAD_SIGNATURE)``
-(a function pointer): ``sample_chunk`` has an explicit signature, so Numba compiles it
-once, caches it on disk, and every model's native log-density (a function compiled
-with that signature, e.g. by ``kiln_numba.native_logp_grad``) runs through it.
+The model's log-density is the native C ABI every native backend provides
+(``kiln_compile.NativeModel``): an argument of type ``FunctionType(LOGP_C)`` (a C
+function pointer, given as a :class:`NumbaNativeLogp`, which Numba's first-class
+function types take through their ``WrapperAddressProtocol``) and its ``user_data``
+address. ``sample_chunk`` has an explicit signature, so Numba compiles it once, caches
+it on disk, and every model of every backend runs through it, as through the C kernel.
 
 The first compile takes seconds. :func:`prefetch` starts it in a background process
 when the on-disk cache holds no kernel yet, so that it runs on another core while the
@@ -12,14 +14,19 @@ still at work (the chains meanwhile run the same functions in Python), and
 :func:`compiled_sample_chunk` waits for it and loads what it stored.
 
 Only Numba's public API is used: ``njit(cache=True)`` with ``numba.config.CACHE_DIR``
-pointed, while the functions are decorated, at the folder ``numba`` of the kernel store
-(:func:`kiln_samplers.use_kernel_store`; the umbrella's is ``<kiln cache root>/samplers``),
-and first-class function types. Numba's cache files are pickles: the store gives the
-folder only when it and everything in it are the user's own and private, and the files
-are made private (0600) after Numba writes them. Without a store, or with the cache off,
-nothing is written: the kernel is compiled once per process. Whether the cache holds
-the kernel is told by a marker file written there once a process has compiled or loaded
-it (:func:`_kernel_cached`).
+pointed, while the functions are decorated, at the folder ``numba/<digest>`` of the
+kernel store (:func:`kiln_samplers.use_kernel_store`; the umbrella's is
+``<kiln cache root>/samplers``), and first-class function types. Numba's cache keys a
+function by its own file's time stamp and its own bytecode, never by the functions it
+calls, and the kernel's functions (of ``_nuts_core.py``) hold the machine code of this
+module's ``_call_logp``: so the folder is named by a digest of both files' contents, of
+Numba's and NumPy's versions and of the Python (:func:`_kernel_key`), and a change to
+either file can never load a stale kernel. Numba's cache files are pickles: the store
+gives the folder only when it and everything in it are the user's own and private, and
+the files are made private (0600) after Numba writes them. Without a store, or with
+the cache off, nothing is written: the kernel is compiled once per process. Whether the
+cache holds the kernel is told by a marker file written there once a process has
+compiled or loaded it (:func:`_kernel_cached`).
 """
 
 from __future__ import annotations
@@ -36,21 +43,30 @@ from pathlib import Path
 from typing import Any
 
 import numba
+import numpy as np
 from numba import njit, types
+from numba.extending import intrinsic
 
 from kiln_samplers import _nuts_core as core
+from kiln_samplers._native import NativeLogp
 
-#: ``LOGP_GRAD_SIGNATURE`` (``float64(float64[::1], float64[::1], int64[::1])``) as the
-#: Numba type of a first-class function.
-LOGP_GRAD = types.FunctionType(
-    types.float64(types.float64[::1], types.float64[::1], types.int64[::1])
+#: ``int logp(size_t n, const double* x, double* grad, double* logp, const void* user_data)``
+#: as the Numba type of a first-class function.
+LOGP_C = types.FunctionType(
+    types.intc(
+        types.uintp,
+        types.CPointer(types.float64),
+        types.CPointer(types.float64),
+        types.CPointer(types.float64),
+        types.voidptr,
+    )
 )
 
 _F8 = types.float64[::1]
 _F8_2D = types.float64[:, ::1]
 SAMPLE_CHUNK_SIGNATURE = types.float64(
-    LOGP_GRAD,
-    types.int64[::1],
+    LOGP_C,
+    types.intp,
     types.npy_rng,
     _F8,
     _F8,
@@ -67,6 +83,47 @@ SAMPLE_CHUNK_SIGNATURE = types.float64(
     types.boolean,
     types.boolean,
 )
+
+
+class NumbaNativeLogp(NativeLogp, types.WrapperAddressProtocol):  # type: ignore[misc]
+    """A model's native log-density, callable from Python and passed to the Numba kernel.
+
+    Numba takes it for an argument of type ``LOGP_C`` through its wrapper address
+    (``numba.types.WrapperAddressProtocol``, public API): the kernel calls
+    ``native.logp_cptr`` directly.
+    """
+
+    def __wrapper_address__(self) -> int:
+        """Return the address of the model's C function."""
+        return int(self.native.logp_cptr)
+
+    def signature(self) -> Any:
+        """Return the C function's Numba signature."""
+        return LOGP_C.signature
+
+
+@intrinsic
+def _void_pointer(typingctx: Any, address: Any) -> Any:
+    """Return the address ``address`` (an integer) as a ``void*``."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return types.voidptr(address), codegen
+
+
+def _call_logp(fn, user_data, q, g):  # type: ignore[no-untyped-def]
+    """``_nuts_core.call_logp`` for the model's C function: -inf where it rejects ``q``."""
+    out = np.empty(1)
+    code = fn(np.uintp(q.shape[0]), q.ctypes, g.ctypes, out.ctypes, _void_pointer(user_data))
+    if code < 0:
+        raise RuntimeError("the model's native log-density returned a fatal error code")
+    if code != 0:
+        return -np.inf
+    return out[0]
+
 
 _HELPERS = (
     "log_add_exp", "kinetic", "is_turning", "leapfrog", "_ckpt_indices", "nuts_step",
@@ -95,6 +152,18 @@ def _compiled(name: str, folder: Path | None, signature: Any = None) -> Any:
     return dispatcher
 
 
+def _compiled_call_logp(folder: Path | None) -> Any:
+    """Return :func:`_call_logp` compiled (cached in ``folder`` when given)."""
+    if folder is None:
+        return njit(nogil=True, error_model="numpy")(_call_logp)
+    configured = getattr(numba.config, "CACHE_DIR", "")
+    setattr(numba.config, "CACHE_DIR", str(folder))  # noqa: B010 (not in Numba's stubs)
+    try:
+        return njit(nogil=True, error_model="numpy", cache=True)(_call_logp)
+    finally:
+        setattr(numba.config, "CACHE_DIR", configured)  # noqa: B010
+
+
 #: The cache folder given to a background compile (its process has no kernel store).
 _FOLDER_ARGUMENT: Path | None = None
 
@@ -109,8 +178,25 @@ def _cache_folder() -> Path | None:
     folder = getattr(store, "folder", None)
     if folder is None:
         return None
-    found = folder("numba", whole_tree=True)
+    found = folder("numba", _kernel_key(), whole_tree=True)
     return Path(found) if found is not None else None
+
+
+#: The files whose code Numba compiles into the kernel.
+_SOURCES = (Path(core.__file__), Path(__file__))
+
+
+def _kernel_key() -> str:
+    """Return the digest naming the folder of Numba's cache of the kernel (module docstring).
+
+    It covers the contents of :data:`_SOURCES` (``_nuts_core.py`` and this module),
+    Numba's and NumPy's versions and the Python.
+    """
+    key = hashlib.sha256()
+    for path in _SOURCES:
+        key.update(path.read_bytes())
+    key.update(f"{numba.__version__} {np.__version__} {sys.implementation.cache_tag}".encode())
+    return key.hexdigest()[:16]
 
 
 def _make_private(folder: Path) -> None:
@@ -128,14 +214,11 @@ _PREFETCH_TIMEOUT_S = 600.0
 
 
 def _marker(folder: Path) -> Path:
-    """Return the marker file saying that Numba's cache in ``folder`` holds this kernel.
+    """Return the marker file saying that Numba's cache in ``folder`` holds the kernel.
 
-    It is named by a digest of ``_nuts_core.py``, Numba's version and the Python.
+    ``folder`` is named by :func:`_kernel_key`, so the marker is of this kernel.
     """
-    source = Path(core.__file__)
-    key = hashlib.sha256(source.read_bytes())
-    key.update(f"{numba.__version__} {sys.implementation.cache_tag}".encode())
-    return folder / f"kiln-nuts-{key.hexdigest()[:16]}.cached"
+    return folder / "kiln-nuts.cached"
 
 
 def _kernel_cached(folder: Path | None) -> bool:
@@ -229,6 +312,7 @@ def compiled_sample_chunk() -> Any:
 def _load_sample_chunk() -> Any:
     _wait_for_prefetch()
     folder = _cache_folder()
+    _namespace["call_logp"] = _compiled_call_logp(folder)
     for name in _HELPERS:
         _namespace[name] = _compiled(name, folder)
     kernel = _compiled("sample_chunk", folder, SAMPLE_CHUNK_SIGNATURE)

@@ -3,7 +3,7 @@
 Two paths, one result:
 
 - **pointers** (``native`` given: :class:`~kiln_samplers.NativePointers`, e.g. from
-  ``kiln_numba.native_c_pointers``): nutpie's Rust threads call the model's C
+  ``CompiledModel.native()``): nutpie's Rust threads call the model's C
   callbacks directly, without the GIL. This is how nutpie's own PyMC integration
   drives it (``nutpie._lib.LogpFunc``, ``ExpandFunc``, ``PyMcModel``), a private API:
   hence the bounded versions (:mod:`kiln_samplers._nutpie_internals`).

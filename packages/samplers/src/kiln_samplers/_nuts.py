@@ -25,7 +25,8 @@ import numpy as np
 
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
-from kiln_samplers._protocol import CompiledModel, NativeLogpGrad
+from kiln_samplers._native import NativeLogp
+from kiln_samplers._protocol import CompiledModel, NativePointers
 
 #: The statistics of each draw, in the order of the stats array (kiln's names).
 STAT_NAMES = (
@@ -158,6 +159,13 @@ class _UntilCompiled:
         return float(head[5])
 
 
+def _check_fatal(fn: Any) -> None:
+    """Raise the error of a fatal code the model's native function returned in Python."""
+    check = getattr(fn, "check", None)
+    if check is not None:
+        check()
+
+
 def _find_step_size(fn: Callable[..., float], user_data: Any, state: ChainState) -> float:
     """Stan's heuristic: double or halve the step until one leapfrog's acceptance crosses 0.8."""
     n = state.q.shape[0]
@@ -177,29 +185,29 @@ def _find_step_size(fn: Callable[..., float], user_data: Any, state: ChainState)
         eps = eps * 2.0 if up else eps / 2.0
         if (delta(eps) > math.log(0.8)) != up:
             break
+    _check_fatal(fn)
     return eps
 
 
 def _logp_grad(
-    model: CompiledModel, native: NativeLogpGrad | None, q: np.ndarray
+    model: CompiledModel, native: NativePointers | None, q: np.ndarray
 ) -> tuple[float, np.ndarray]:
     """Return the log-density and its gradient at ``q``, natively when ``native`` is given.
 
     The native function is the one the kernel calls: the model's Python-level function
-    is then not compiled at all. A point where it raises is evaluated again in Python,
-    which raises the model's own error.
+    is then not compiled at all. A point the native function rejects is evaluated again
+    in Python, which raises the model's own error (or gives the same non-finite values).
     """
     if native is not None:
         grad = np.empty_like(q)
-        try:
-            return float(native.fn(q, grad, native.user_data)), grad
-        except Exception:  # noqa: BLE001 (the Python call below names the error)
-            pass
+        code, logp = NativeLogp(native).status(q, grad)
+        if code == 0:
+            return logp, grad
     return model.logp_dlogp(q)
 
 
 def init_chain(
-    model: CompiledModel, seed: Any, max_tries: int = 20, native: NativeLogpGrad | None = None
+    model: CompiledModel, seed: Any, max_tries: int = 20, native: NativePointers | None = None
 ) -> ChainState:
     """Return a chain's initial state: a jittered start with a finite log-density."""
     rng = np.random.default_rng(seed)
@@ -251,29 +259,29 @@ def prefetch_native_kernel() -> None:
 
 
 def _native_kernel(
-    native: NativeLogpGrad, state: ChainState, settings: NutsSettings
-) -> tuple[Any, Any]:
-    """Return the compiled ``sample_chunk`` for ``native`` (C, or else Numba's) and its ``fn``.
+    native: NativePointers, state: ChainState, settings: NutsSettings
+) -> tuple[Any, NativeLogp]:
+    """Return the compiled ``sample_chunk`` calling ``native`` (C, or else Numba's) and its ``fn``.
 
-    Numba's may still be compiling in the background (no C compiler): the chain then
-    starts in Python (:class:`_UntilCompiled`). It takes the model's Numba dispatcher
-    (``native.fn``, or its ``dispatcher`` when ``fn`` was loaded from a library).
+    Both kernels call the model's ``logp_cptr`` (the native ABI); ``fn`` is the same
+    function called from Python (:class:`~kiln_samplers._native.NativeLogp`), for the
+    step-size search. Numba's kernel may still be compiling in the background (no C
+    compiler): the chain then starts in Python (:class:`_UntilCompiled`).
     """
     from kiln_samplers._c_nuts import sample_chunk_for
 
-    address = getattr(native, "native_address", None)
-    kernel = sample_chunk_for(native.fn, address, native.user_data, state.q)
+    fn = NativeLogp(native)
+    kernel = sample_chunk_for(fn)
     if kernel is not None:
-        return kernel, native.fn
+        return kernel, fn
     # Numba is optional (a model without a native log-density runs in Python): the
     # kernel's module imports it, so it is imported only when used.
-    from kiln_samplers._numba_nuts import compiled_sample_chunk, kernel_pending
+    from kiln_samplers._numba_nuts import NumbaNativeLogp, compiled_sample_chunk, kernel_pending
 
     python = kernel_pending() and (
         3.0 * _python_step_overhead(state) * 2**settings.max_treedepth <= _PYTHON_TRANSITION_S
     )  # a Python transition's overhead is about 3 leapfrogs' per step
-    fn = getattr(native.fn, "dispatcher", native.fn)
-    return _UntilCompiled(compiled_sample_chunk, kernel_pending, python), fn
+    return _UntilCompiled(compiled_sample_chunk, kernel_pending, python), NumbaNativeLogp(native)
 
 
 def run_chain(
@@ -282,7 +290,7 @@ def run_chain(
     draws: int,
     tune: int,
     settings: NutsSettings,
-    native: NativeLogpGrad | None = None,
+    native: NativePointers | None = None,
     progress: Callable[[int, np.ndarray, bool], None] | None = None,
     stop: threading.Event | None = None,
 ) -> ChainResult:
@@ -364,6 +372,7 @@ class _Pieces:
                 )  # fmt: skip
             except _Stopped:  # the piece is dropped (a Python chain; at most PIECE_S)
                 return done
+            _check_fatal(self.fn)
             self.per_draw = max((time.perf_counter() - begin) / k, 1e-9)
             if self.progress is not None:
                 self.progress(k, stats[done : done + k], adapt_step)
@@ -377,13 +386,16 @@ def _run_chain(
     draws: int,
     tune: int,
     settings: NutsSettings,
-    native: NativeLogpGrad | None,
+    native: NativePointers | None,
     progress: Callable[[int, np.ndarray, bool], None] | None,
     stop: threading.Event | None,
 ) -> ChainResult:
     kernel: Callable[..., float]
+    fn: Callable[..., float]
+    user_data: Any
     if native is not None:
-        (kernel, fn), user_data = _native_kernel(native, state, settings), native.user_data
+        kernel, native_fn = _native_kernel(native, state, settings)
+        fn, user_data = native_fn, native_fn.user_data
         kind = "numba" if isinstance(kernel, _UntilCompiled) else "c"
     else:
         kernel, fn, user_data = core.sample_chunk, _stoppable(_python_fn(model), stop), None

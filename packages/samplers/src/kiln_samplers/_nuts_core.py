@@ -6,8 +6,10 @@ cached compile serves every model); the Python path runs them as they are, calli
 Python callable. ``_nuts_kernel.c`` is the same algorithm written in C, line by line
 (:mod:`kiln_samplers._c_nuts`); the bit-exact test of ``test_nuts.py`` is the contract
 between the two: a change here is made there too, and that test checks they agree.
-Either way ``fn(x, grad, user_data) -> logp`` writes the gradient of the log-density at
-``x`` into ``grad``.
+Every call of the log-density goes through :func:`call_logp`: in Python ``fn(x, grad,
+user_data) -> logp`` writes the gradient of the log-density at ``x`` into ``grad``; the
+Numba kernel replaces :func:`call_logp` by a call of the model's native C function
+(``kiln_compile.NativeModel``'s ABI), as the C kernel does.
 
 The tree is built as in NumPyro's iterative NUTS: a subtree of 2**depth leapfrog
 steps is grown one leaf at a time from the end of the trajectory in a random
@@ -66,6 +68,14 @@ def log_add_exp(a, b):  # type: ignore[no-untyped-def]
     return a + math.log1p(math.exp(b - a))
 
 
+def call_logp(fn, user_data, q, g):  # type: ignore[no-untyped-def]
+    """Return the log-density at ``q`` (its gradient into ``g``); -inf where it raises."""
+    try:
+        return fn(q, g, user_data)
+    except Exception:  # e.g. a covariance that is not positive definite: reject the point
+        return -np.inf
+
+
 def leapfrog(fn, user_data, q, p, g, eps, inv_mass, q_out, p_out, g_out):  # type: ignore[no-untyped-def]
     """One leapfrog step of size ``eps`` from (q, p, grad g); return the new logp."""
     n = q.shape[0]
@@ -73,10 +83,7 @@ def leapfrog(fn, user_data, q, p, g, eps, inv_mass, q_out, p_out, g_out):  # typ
         p_out[i] = p[i] + 0.5 * eps * g[i]
     for i in range(n):
         q_out[i] = q[i] + eps * inv_mass[i] * p_out[i]
-    try:
-        logp = fn(q_out, g_out, user_data)
-    except Exception:  # e.g. a covariance that is not positive definite: reject the point
-        logp = -np.inf
+    logp = call_logp(fn, user_data, q_out, g_out)
     for i in range(n):
         p_out[i] = p_out[i] + 0.5 * eps * g_out[i]
     return logp

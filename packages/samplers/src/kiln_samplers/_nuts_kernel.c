@@ -7,12 +7,14 @@
  * libnpyrandom, and next_double), so a chain continues bit for bit whichever of the
  * Python, Numba and C kernels runs a chunk.
  *
- * The model's log-density is called through kiln_model_call (plain C, below), which the
- * model's backend defines: kiln_numba's calls a Numba function at its native entry point.
- * A status other than 0 is an exception raised by the model: the point is rejected
- * (log-density -inf), as in _nuts_core.leapfrog.
+ * The model's log-density is called through the native ABI every backend provides
+ * (kiln_compile.NativeModel): int logp(size_t n, const double *x, double *grad,
+ * double *logp, const void *user_data), returning 0 (ok), > 0 (the point is rejected:
+ * log-density -inf, as in _nuts_core.call_logp) or < 0 (fatal: the chunk stops and the
+ * code is reported).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +23,9 @@
 
 double random_standard_normal(bitgen_t *bitgen_state);
 
-/* The model call, in plain C: logp and the gradient of the model at entry point fn, for
- * x and grad of n entries and the model's user_data; returns 0, or not 0 where the model
- * raised. Defined by the C source the model's backend gives (kiln_samplers.use_model_call),
- * which is compiled into this library: this file knows no backend's calling convention. */
-int32_t kiln_model_call(void *fn, double *x, double *grad, int64_t *user_data,
-                        int64_t user_data_len, int64_t n, double *logp);
+/* The model's log-density, in the native ABI (kiln_compile.NativeModel.logp_cptr). */
+typedef int (*kiln_logp_fn)(size_t n, const double *x, double *grad, double *logp,
+                            const void *user_data);
 
 /* Slots of a stats row and of the step-size state (as in _nuts_core). */
 enum { DIVERGING, ENERGY, ENERGY_ERROR, MAX_ENERGY_ERROR, TREE_DEPTH, N_STEPS, STEP_SIZE,
@@ -35,10 +34,10 @@ enum { LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU };
 static const double GAMMA = 0.05, T0 = 10.0, KAPPA = 0.75;
 
 typedef struct {
-    void *fn;
-    int64_t *user_data;
-    int64_t user_data_len;
+    kiln_logp_fn fn;
+    const void *user_data;
     int64_t n;
+    int fatal; /* the first negative code the model returned (0: none) */
 } model_t;
 
 static double next_double(bitgen_t *rng) { return rng->next_double(rng->state); }
@@ -69,14 +68,16 @@ static double log_add_exp(double a, double b) {
 
 static double min0(double x) { return x < 0.0 ? x : 0.0; } /* Python's min(0.0, x) */
 
-/* logp = fn(x, grad, user_data); -inf where the model raises. */
-static double call_model(const model_t *m, double *x, double *grad) {
+/* _nuts_core.call_logp: the log-density at x (gradient into grad); -inf where the model
+ * rejects x. A fatal code is kept in m->fatal (the chunk stops after this transition). */
+static double call_model(model_t *m, double *x, double *grad) {
     double ret = 0.0;
-    int32_t status = kiln_model_call(m->fn, x, grad, m->user_data, m->user_data_len, m->n, &ret);
+    int status = m->fn((size_t)m->n, x, grad, &ret, m->user_data);
+    if (status < 0 && m->fatal == 0) m->fatal = status;
     return status == 0 ? ret : -INFINITY;
 }
 
-static double leapfrog(const model_t *m, const double *q, const double *p, const double *g,
+static double leapfrog(model_t *m, const double *q, const double *p, const double *g,
                        double eps, const double *inv_mass, double *q_out, double *p_out,
                        double *g_out) {
     int64_t n = m->n;
@@ -102,7 +103,7 @@ enum { P0, Q_LEFT, P_LEFT, G_LEFT, Q_RIGHT, P_RIGHT, G_RIGHT, P_SUM, Q_PROP, G_P
 
 #define COPY(dst, src) memcpy((dst), (src), (size_t)n * sizeof(double))
 
-static double nuts_step(const model_t *m, bitgen_t *rng, double *q, double logp, double *grad,
+static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, double *grad,
                         double eps, const double *inv_mass, int64_t max_depth,
                         double max_energy_error, double *stats, double *work) {
     int64_t n = m->n;
@@ -211,17 +212,19 @@ static void dual_averaging(double *adapt, double accept, double target) {
     adapt[LOG_EPS_BAR] = weight * adapt[LOG_EPS] + (1.0 - weight) * adapt[LOG_EPS_BAR];
 }
 
-/* _nuts_core.sample_chunk. Returns the last log-density; *status is 0, or 1 when the
- * work arrays could not be allocated (nothing is drawn then). */
+/* _nuts_core.sample_chunk. Returns the last log-density; *status is 0, 1 when the work
+ * arrays could not be allocated (nothing is drawn then), or the model's fatal code (< 0:
+ * the chunk stopped after the transition that got it; *done says how many were drawn). */
 double kiln_nuts_sample_chunk(
-    void *fn, int64_t *user_data, int64_t user_data_len, bitgen_t *rng, int64_t n, double *q,
+    kiln_logp_fn fn, const void *user_data, bitgen_t *rng, int64_t n, double *q,
     double *grad, double logp, const double *inv_mass, double *adapt, double *welford,
     int64_t n_draws, double *draws, double *stats, double target_accept, int64_t max_depth,
     double max_energy_error, int32_t adapt_step_size, int32_t collect_variance,
-    int32_t *status) {
-    model_t m = {fn, user_data, user_data_len, n};
+    int32_t *status, int64_t *done) {
+    model_t m = {fn, user_data, n, 0};
     size_t size = ((size_t)N_WORK + 2 * (size_t)(max_depth + 1)) * (size_t)(n > 0 ? n : 1);
     double *work = malloc(size * sizeof(double));
+    *done = 0;
     if (work == NULL) { *status = 1; return logp; }
     *status = 0;
     for (int64_t k = 0; k < n_draws; k++) {
@@ -229,6 +232,7 @@ double kiln_nuts_sample_chunk(
         double *row = stats + k * N_STATS;
         logp = nuts_step(&m, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error,
                          row, work);
+        if (m.fatal) { *status = m.fatal; break; }
         if (adapt_step_size) {
             double accept = isfinite(row[ACCEPT]) ? row[ACCEPT] : 0.0;
             dual_averaging(adapt, accept, target_accept);
@@ -243,14 +247,8 @@ double kiln_nuts_sample_chunk(
             }
         }
         memcpy(draws + k * n, q, (size_t)n * sizeof(double));
+        *done = k + 1;
     }
     free(work);
     return logp;
-}
-
-/* One call of the model, for the loader's check of the calling convention. */
-double kiln_nuts_call_model(void *fn, int64_t *user_data, int64_t user_data_len, int64_t n,
-                            double *x, double *grad) {
-    model_t m = {fn, user_data, user_data_len, n};
-    return call_model(&m, x, grad);
 }

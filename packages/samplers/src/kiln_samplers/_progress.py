@@ -44,16 +44,24 @@ class Progress:
         """
 
         def update(n: int, stats: np.ndarray, tuning: bool) -> None:
-            if not self._bars:
-                return
-            with self._lock:
-                if not tuning:
-                    self._divergences[chain] += int(np.sum(stats[:, core.DIVERGING]))
-                bar = self._bars[chain]
-                bar.update(n)
-                bar.set_postfix(divergences=self._divergences[chain], refresh=False)
+            if self._bars:
+                diverging = 0 if tuning else int(np.sum(stats[:, core.DIVERGING]))
+                self.advance(chain, n, diverging)
 
         return update
+
+    def advance(self, chain: int, n: int, divergences: int = 0) -> None:
+        """Move ``chain``'s bar ``n`` draws on, ``divergences`` of them after tuning.
+
+        For chains that run elsewhere and report counts (``kl.sample(executor=...)``).
+        """
+        if not self._bars:
+            return
+        with self._lock:
+            self._divergences[chain] += divergences
+            bar = self._bars[chain]
+            bar.update(n)
+            bar.set_postfix(divergences=self._divergences[chain], refresh=False)
 
     def close(self) -> None:
         """Close the bars."""

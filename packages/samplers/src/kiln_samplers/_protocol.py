@@ -6,12 +6,10 @@ can be sampled (kiln_model's ``CompiledModel`` is one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
-
-#: The native log-density protocol, in Numba types: ``logp = fn(x, grad_out, user_data)``.
-LOGP_GRAD_SIGNATURE = "float64(float64[::1], float64[::1], int64[::1])"
 
 
 class CompiledModel(Protocol):
@@ -48,39 +46,32 @@ class CompiledModel(Protocol):
         ...
 
 
-class NativeLogpGrad(Protocol):
-    """A compiled ``fn(x, grad_out, user_data) -> logp`` for the compiled sampler loop.
-
-    ``fn`` has the Numba signature ``LOGP_GRAD_SIGNATURE``; ``refresh()`` rebuilds
-    ``user_data`` (addresses of the model's data) before a run. An optional
-    ``native_address`` (int, or None) is ``fn``'s native entry point, which kiln's C
-    kernel calls (without it, the Numba kernel runs).
-    """
-
-    fn: Any
-    user_data: np.ndarray
-
-    def refresh(self) -> Any:
-        """Point ``user_data`` at the current data."""
-        ...
-
-
 class NativePointers(Protocol):
-    """A model's C callbacks for a sampler outside Python (nutpie), per DESIGN.md.
+    """A model's native log-density, the C ABI of DESIGN.md (``kiln_compile.NativeModel``).
 
     ``int logp(size_t n, const double* x, double* grad, double* logp, const void* ud)``
-    at ``logp_cptr`` and ``int expand(size_t n, size_t n_out, const double* x, double*
-    out, const void* ud)`` at ``expand_cptr`` (the ``out_names`` values flattened, one
-    after the other, as float64), both taking ``user_data_ptr``; 0 ok, > 0 a
-    recoverable bad point, < 0 fatal. ``keep_alive`` owns what the addresses point
-    into; ``refresh()`` points them at the model's current data before a run.
+    at ``logp_cptr`` and, for samplers that need the draws' values (nutpie),
+    ``int expand(size_t n, size_t n_out, const double* x, double* out, const void* ud)``
+    at ``expand_cptr`` (the ``out_names`` values flattened, one after the other, as
+    float64), both taking ``user_data_ptr``; 0 ok, > 0 a recoverable bad point (the
+    point is rejected: a divergence), < 0 fatal. ``n`` is the length of ``x``;
+    ``keep_alive`` owns what the addresses point into; ``refresh()`` points them at the
+    model's current data before a run. An optional ``describe(code)`` says what a code
+    means (for errors). kiln's C and Numba NUTS kernels call ``logp_cptr`` directly,
+    nutpie's Rust threads both functions: no Python call per leapfrog step.
     """
 
-    logp_cptr: int
-    expand_cptr: int
-    user_data_ptr: int
-    keep_alive: Any
-
-    def refresh(self) -> Any:
-        """Point ``user_data_ptr`` at the current data."""
+    @property
+    def logp_cptr(self) -> int: ...
+    @property
+    def expand_cptr(self) -> int | None: ...
+    @property
+    def user_data_ptr(self) -> int: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def keep_alive(self) -> Any: ...
+    @property
+    def refresh(self) -> Callable[[], Any]:
+        """Point ``user_data_ptr`` at the current data (called with no argument)."""
         ...

@@ -63,7 +63,10 @@ def to_datatree(
     if constant_data:
         groups["constant_data"] = _dataset(xarray, constant_data, clean_dims, clean_coords, ())
     groups["posterior"].attrs.update(all_attrs)
-    tree = xarray.DataTree.from_dict(groups)
+    # Given as children of an empty root, each group's Dataset is copied once
+    # (``DataTree.from_dict`` copies it twice, checking the alignment each time).
+    tree = xarray.DataTree()
+    tree.children = {name: xarray.DataTree(group) for name, group in groups.items()}
     tree.attrs.update(all_attrs)
     return tree
 
@@ -109,39 +112,70 @@ SCREEN_DRAWS = 1000
 _SCREEN_RHAT = 1.005
 
 
-def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict[str, Any]:
+def check_diagnostics(
+    idata: Any, max_treedepth: int, warn: bool = True, exact_extremes: bool = True
+) -> dict[str, Any]:
     """Warn, as PyMC does, about divergences, R-hat > 1.01, low bulk ESS, full trees.
 
-    R-hat and ESS are ArviZ's rank-normalized split R-hat and bulk ESS
+    ``idata`` is a DataTree of :func:`to_datatree` (groups ``posterior`` and
+    ``sample_stats``) or the :class:`Trace` it is built from (the same numbers, read
+    without xarray). R-hat and ESS are ArviZ's rank-normalized split R-hat and bulk ESS
     (:mod:`kiln_samplers._diagnostics`). For more than ``2 * SCREEN_DRAWS`` draws per
     chain, every element is first screened on ``SCREEN_DRAWS`` evenly spaced draws per
     chain; the elements whose screen comes near a threshold (R-hat above 1.005, bulk ESS
-    below twice the warning's threshold), and the one the screen ranks worst for each,
-    are computed exactly on every draw. Thinning lowers ESS, so an element the screen
-    passes would pass on every draw. The report's ``max_rhat`` and ``min_ess_bulk`` are
-    the exact values of the elements computed exactly (those that decide the
-    warnings), and ``screened_draws`` the draws per chain of the screen (None: none).
+    below twice the warning's threshold, or NaN) are computed exactly on every draw, and
+    only exact values give a warning. Thinning lowers ESS, so an element the screen
+    passes would pass on every draw.
+
+    Returns a report: ``divergences``, ``messages`` (the warnings' texts, given as
+    :class:`SamplingWarning` when ``warn``) and, for more than one chain, ``max_rhat``,
+    ``min_ess_bulk`` and ``screened_draws`` (the screen's draws per chain; None: no
+    screen, every value exact). With ``exact_extremes`` the element the screen ranks
+    worst for R-hat and the one for ESS are computed exactly too, so that ``max_rhat``
+    and ``min_ess_bulk`` are exact values; without it (what ``kl.sample``, which shows
+    only the warnings, asks for) the elements the screen passes keep their screened
+    values in the report, and the report's extremes are exact whenever they warn.
     """
-    stats = idata["sample_stats"]
+    if isinstance(idata, Trace):
+        posterior, stats = idata.posterior, idata.sample_stats
+    else:
+        posterior = {k: v.values for k, v in idata["posterior"].data_vars.items()}
+        stats = {k: v.values for k, v in idata["sample_stats"].data_vars.items()}
+    report = _diagnose(posterior, stats, max_treedepth, exact_extremes)
+    if warn:
+        for message in report["messages"]:
+            warnings.warn(message, SamplingWarning, stacklevel=3)
+    return report
+
+
+def _diagnose(
+    posterior: Mapping[str, np.ndarray],
+    stats: Mapping[str, np.ndarray],
+    max_treedepth: int,
+    exact_extremes: bool,
+) -> dict[str, Any]:
+    """Return :func:`check_diagnostics`'s report of the ``(chain, draw, ...)`` arrays."""
     # Gradient-free steps have no divergences nor trees (their stats differ from NUTS's).
-    n_div = int(stats["diverging"].sum()) if "diverging" in stats else 0
-    chains, draws = idata["posterior"].sizes["chain"], idata["posterior"].sizes["draw"]
-    report: dict[str, Any] = {"divergences": n_div}
-    messages = []
+    n_div = int(np.count_nonzero(stats["diverging"])) if "diverging" in stats else 0
+    arrays = [np.asarray(v) for v in posterior.values()]
+    chains, draws = arrays[0].shape[:2] if arrays else (0, 0)
+    messages: list[str] = []
+    report: dict[str, Any] = {"divergences": n_div, "messages": messages}
     if n_div:
         messages.append(
             f"There were {n_div} divergences after tuning. Increase target_accept or "
             "reparameterize."
         )
-    at_max = int((stats["tree_depth"] >= max_treedepth).sum()) if "tree_depth" in stats else 0
+    at_max = (
+        int(np.count_nonzero(stats["tree_depth"] >= max_treedepth)) if "tree_depth" in stats else 0
+    )
     if at_max > 0.05 * chains * draws:
         messages.append(
             f"{at_max} draws reached the maximum tree depth ({max_treedepth}); increase "
             "max_treedepth, reparameterize, or check the posterior's geometry."
         )
     if chains > 1 and draws >= 4:
-        arrays = [v.values for v in idata["posterior"].data_vars.values()]
-        rhat, ess, screened = _screened_rhat_ess(arrays, min_ess=100 * chains)
+        rhat, ess, screened = _screened_rhat_ess(arrays, 100 * chains, exact_extremes)
         max_rhat = float(np.nanmax(rhat, initial=-np.inf)) if rhat.size else np.nan
         min_ess = float(np.nanmin(ess, initial=np.inf)) if ess.size else np.nan
         max_rhat = max_rhat if np.isfinite(max_rhat) else float("nan")  # no finite R-hat
@@ -157,53 +191,99 @@ def check_diagnostics(idata: Any, max_treedepth: int, warn: bool = True) -> dict
                 f"The effective sample size per chain is smaller than 100 for some "
                 f"parameters (min bulk ESS {min_ess:.0f} over {chains} chains)."
             )
-    if warn:
-        for message in messages:
-            warnings.warn(message, SamplingWarning, stacklevel=3)
     return report
 
 
-def _screened_rhat_ess(
-    arrays: list[np.ndarray], min_ess: float
-) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """Return exact R-hat and bulk ESS of the elements that decide the warnings.
+def _columns(arrays: list[np.ndarray], chains: int, draws: int) -> list[np.ndarray]:
+    """Return each ``(chain, draw, ...)`` array as ``(chain, draw, k)`` (views where possible)."""
+    return [np.reshape(a, (chains, draws, -1)) for a in arrays]
 
-    Every element of the ``(chain, draw, ...)`` arrays when the run is short; otherwise
-    those a screen on ``SCREEN_DRAWS`` draws per chain picks (see :func:`check_diagnostics`).
-    Also returns the screen's draws per chain (None: no screen).
+
+def _element_rows(parts: list[np.ndarray]) -> np.ndarray:
+    """Return the ``(chain, draw, k_i)`` ``parts`` side by side as one ``(chain, draw, k)``.
+
+    A transposed view of a contiguous ``(k, chain, draw)`` float array: the layout
+    :func:`rhat_ess` works in, so that it copies nothing more.
+    """
+    chains, draws = parts[0].shape[:2]
+    out = np.empty((sum(p.shape[2] for p in parts), chains, draws))
+    at = 0
+    for part in parts:
+        out[at : at + part.shape[2]] = part.transpose(2, 0, 1)
+        at += part.shape[2]
+    return out.transpose(1, 2, 0)
+
+
+def _screened_rhat_ess(
+    arrays: list[np.ndarray], min_ess: float, exact_extremes: bool = True
+) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """Return R-hat and bulk ESS of every element: exact where they decide the warnings.
+
+    Every element exactly when the run is short; otherwise the screen's values, replaced
+    by the exact ones for the elements the screen picks (see :func:`check_diagnostics`).
+    Also returns the screen's draws per chain (None: no screen). With ``exact_extremes``
+    only the exact values are returned (the picked elements').
     """
     if not arrays:
         return np.empty(0), np.empty(0), None
     chains, draws = arrays[0].shape[:2]
-    rows = np.concatenate([np.reshape(a, (chains, draws, -1)) for a in arrays], axis=2)
+    columns = _columns(arrays, chains, draws)
     step = draws // SCREEN_DRAWS
     if step < 2:
-        rhat, ess = _rhat_ess_rows(rows)
+        rhat, ess = _rhat_ess_rows(_element_rows(columns))
         return rhat, ess, None
-    thin = np.ascontiguousarray(rows[:, ::step][:, :SCREEN_DRAWS])
+    thin = _element_rows([c[:, ::step][:, :SCREEN_DRAWS] for c in columns])
     rhat_s, ess_s = _rhat_ess_rows(thin)
     with np.errstate(invalid="ignore"):
         suspect = (rhat_s > _SCREEN_RHAT) | (ess_s < 2 * min_ess) | np.isnan(rhat_s)
     picked = set(np.flatnonzero(suspect).tolist())
-    for values, worst in ((rhat_s, np.nanargmax), (ess_s, np.nanargmin)):
-        if np.isfinite(values).any():
-            picked.add(int(worst(values)))
+    if exact_extremes:
+        for values, worst in ((rhat_s, np.nanargmax), (ess_s, np.nanargmin)):
+            if np.isfinite(values).any():
+                picked.add(int(worst(values)))
     index = np.array(sorted(picked), dtype=np.intp)
-    rhat, ess = _rhat_ess_rows(np.ascontiguousarray(rows[:, :, index]))
-    return rhat, ess, thin.shape[1]
+    if index.size:
+        rhat, ess = _rhat_ess_rows(_gather(columns, index))
+    else:
+        rhat, ess = np.empty(0), np.empty(0)
+    if exact_extremes:
+        return rhat, ess, thin.shape[1]
+    rhat_s[index], ess_s[index] = rhat, ess
+    return rhat_s, ess_s, thin.shape[1]
+
+
+def _gather(columns: list[np.ndarray], index: np.ndarray) -> np.ndarray:
+    """Return the elements ``index`` (of all columns side by side) as one array."""
+    sizes = np.array([c.shape[2] for c in columns])
+    ends = np.cumsum(sizes)
+    parts = []
+    for i in index.tolist():
+        a = int(np.searchsorted(ends, i, side="right"))
+        parts.append(columns[a][:, :, i - (ends[a] - sizes[a]), None])
+    return _element_rows(parts)
 
 
 def _rhat_ess_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return :func:`rhat_ess` of the elements of one ``(chain, draw, k)`` array.
 
-    Split in two halves computed in two threads (NumPy's sorts and FFTs release the GIL).
+    Split in two halves computed in two threads (NumPy's sorts and FFTs release the GIL)
+    when there are many elements. Quiet (0/0 of constant elements gives NaN, as in
+    ArviZ) through NumPy's error state, which is per thread, rather than the warnings
+    filters, which are the process's (other threads of the caller's keep theirs).
     """
+    if rows.shape[2] * rows.shape[1] < _THREADED_VALUES:
+        return _quiet_rhat_ess(rows)
     half = rows.shape[2] // 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if half < 8:
-            return rhat_ess(rows)
-        parts = [rows[..., :half], rows[..., half:]]
-        with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
-            done = list(pool.map(rhat_ess, parts))
+    parts = [rows[..., :half], rows[..., half:]]
+    with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+        done = list(pool.map(_quiet_rhat_ess, parts))
     return np.concatenate([done[0][0], done[1][0]]), np.concatenate([done[0][1], done[1][1]])
+
+
+def _quiet_rhat_ess(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):
+        return rhat_ess(rows)  # type: ignore[no-any-return]
+
+
+#: Elements x draws per chain above which :func:`_rhat_ess_rows` uses two threads.
+_THREADED_VALUES = 50_000

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,10 @@ from kiln_samplers._nuts import (
     run_chain,
 )
 from kiln_samplers._progress import Progress
-from kiln_samplers._protocol import CompiledModel, NativeLogpGrad
+from kiln_samplers._protocol import CompiledModel, NativePointers
+
+#: The statistics that are not floats (the chains record every statistic as a float).
+_STAT_DTYPES = {"diverging": np.bool_, "tree_depth": np.int64, "n_steps": np.int64}
 
 
 class SamplingInterrupted(UserWarning):
@@ -68,7 +71,7 @@ def sample_nuts(
     cores: int | None = None,
     random_seed: Any = None,
     settings: NutsSettings | None = None,
-    native: NativeLogpGrad | None = None,
+    native: NativePointers | None = None,
     progressbar: bool = True,
 ) -> Trace:
     """Run ``chains`` NUTS chains of ``tune`` warm-up and ``draws`` kept iterations."""
@@ -104,19 +107,42 @@ def sample_nuts(
             for f, c in futures.items():
                 results[c] = f.result()
     progress.close()
-    elapsed = time.perf_counter() - start
+    return trace_from_chains(model, results, chains, tune, time.perf_counter() - start, interrupted)
+
+
+def trace_from_chains(
+    model: CompiledModel,
+    results: Sequence[ChainResult | None],
+    chains: int,
+    tune: int,
+    elapsed: float,
+    interrupted: bool,
+) -> Trace:
+    """Return the :class:`Trace` of the chains' results (None: a chain that never ran).
+
+    The chains that finished warm-up and drew are kept (all of them when none did),
+    each cut to the fewest draws among them; an interrupted run warns once
+    (:func:`warn_interrupted`). ``model`` computes the draws' values (``expand_draws``
+    or ``expand``). What :func:`sample_nuts` returns, and what a run whose chains ran
+    elsewhere (``kl.sample(executor=...)``) gathers.
+    """
     outs = [r for r in results if r is not None]
     kept = [r for r in outs if r.warmup_done and r.n_done > 0] or outs
     n = min((r.n_done for r in kept), default=0)
     if interrupted:
         warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
-    unconstrained = np.stack([r.draws[:n] for r in kept])
-    stats = np.stack([r.stats[:n] for r in kept])
+    unconstrained = (
+        np.stack([r.draws[:n] for r in kept])
+        if kept
+        else np.empty((0, 0, int(getattr(model, "ndim", 0))))
+    )
     posterior = posterior_draws(model, unconstrained)
-    sample_stats = {name: stats[..., k] for k, name in enumerate(STAT_NAMES)}
-    sample_stats["diverging"] = sample_stats["diverging"].astype(bool)
-    for name in ("tree_depth", "n_steps"):
-        sample_stats[name] = sample_stats[name].astype(np.int64)
+    sample_stats: dict[str, np.ndarray] = {}
+    for k, name in enumerate(STAT_NAMES):  # each its own (chain, draw) array, no copy more
+        out: np.ndarray = np.empty((len(kept), n), dtype=_STAT_DTYPES.get(name, np.float64))
+        for c, r in enumerate(kept):
+            out[c] = r.stats[:n, k]
+        sample_stats[name] = out
     kernels = sorted({r.kernel for r in kept})
     return Trace(
         posterior,
