@@ -28,6 +28,17 @@ def _within(got, want, tol):
     assert np.all(np.abs(got - want) <= tol), (got, want, tol)
 
 
+def _cov_within(draws, cov, k=5.0):
+    """Assert a Gaussian sample's covariance is within ``k`` Monte Carlo standard errors.
+
+    The standard error of a sample covariance is ``sqrt((S_ii S_jj + S_ij^2) / n)``.
+    """
+    cov = np.asarray(cov)
+    var = np.diag(cov)
+    se = np.sqrt((np.outer(var, var) + cov**2) / len(draws))
+    _within(np.cov(draws.T), cov, k * se)
+
+
 def _eval(outputs, backend="vm", inputs=(), args=()):
     f = kiln.function(list(inputs), list(outputs), mode=kiln.Mode(linker=backend))
     return f(*args)
@@ -509,9 +520,9 @@ def test_matrix_normal(backend, form):
     ref = stats.matrix_normal(mu, U3, V2)
     np.testing.assert_allclose(got, [ref.logpdf(v) for v in x], rtol=1e-10)
     if form == "chol":
-        d = _eval([km.MatrixNormal.dist(mu, **rows[form], **cols[form], size=20_000)], backend)[0]
-        cov = np.cov(d.reshape(len(d), -1).T)  # vec by rows: kron(rowcov, colcov)
-        np.testing.assert_allclose(cov, np.kron(U3, V2), atol=0.1)
+        rv = km.MatrixNormal.dist(mu, **rows[form], **cols[form], size=20_000, rng=kr.rng(6))
+        d = _eval([rv], backend)[0]
+        _cov_within(d.reshape(len(d), -1), np.kron(U3, V2))  # vec by rows: kron(rowcov, colcov)
         _within(d.mean(axis=0), mu, 5 * np.sqrt(np.outer(np.diag(U3), np.diag(V2)) / 20_000))
 
 
@@ -529,8 +540,8 @@ def test_kronecker_normal(backend, form):
     cov = np.kron(U3, V2) + 0.25 * np.eye(6)
     got = _eval([km.logp(rv, x)], backend)[0]
     np.testing.assert_allclose(got, stats.multivariate_normal(mu, cov).logpdf(x), rtol=1e-10)
-    d = _eval([km.KroneckerNormal.dist(mu, covs=[U3, V2], size=20_000)], backend)[0]
-    np.testing.assert_allclose(np.cov(d.T), np.kron(U3, V2), atol=0.1)
+    d = _eval([km.KroneckerNormal.dist(mu, covs=[U3, V2], size=20_000, rng=kr.rng(7))], backend)[0]
+    _cov_within(d, np.kron(U3, V2))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -544,7 +555,7 @@ def test_car(backend):
     ref = stats.multivariate_normal(mu, np.linalg.inv(q))
     np.testing.assert_allclose(got, ref.logpdf(x), rtol=1e-10)
     d = _eval([km.CAR.dist(mu, RING, alpha, tau, size=20_000, rng=kr.rng(1))], backend)[0]
-    np.testing.assert_allclose(np.cov(d.T), np.linalg.inv(q), atol=0.02)
+    _cov_within(d, np.linalg.inv(q))
     with pytest.raises(ValueError, match="alpha must be in"):
         km.CAR.dist(mu, RING, 1.5, tau)
 
@@ -561,7 +572,7 @@ def test_icar(backend):
     np.testing.assert_allclose(got, want, rtol=1e-10)
     d = _eval([km.ICAR.dist(RING, sigma, zsd, size=20_000, rng=kr.rng(2))], backend)[0]
     prec = lap / sigma**2 + np.ones((4, 4)) / (zsd * 4) ** 2
-    np.testing.assert_allclose(np.cov(d.T), np.linalg.inv(prec), atol=0.05)
+    _cov_within(d, np.linalg.inv(prec))
     assert abs(d.sum(axis=1)).max() < 10 * zsd * 4
     with pytest.raises(ValueError, match="0 and 1 only"):
         km.ICAR.dist(RING * 0.5)
