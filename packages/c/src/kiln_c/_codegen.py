@@ -30,7 +30,7 @@ from kiln_compile import FunctionGraph
 from kiln_graph import Apply, Constant, KilnValueError, TensorType, Variable
 
 #: Bumped when the generated code changes meaning (part of every cache key).
-CODEGEN_VERSION = 2
+CODEGEN_VERSION = 3
 #: The most bytes of a call's arena (on the calling thread's stack: nutpie's threads
 #: have 2 MiB); intermediates beyond it are malloc'd.
 ARENA_MAX = 64 * 1024
@@ -165,6 +165,9 @@ def _arena_open(arena: int) -> list[str]:
 def _call_entry(fgraph: FunctionGraph, arena: int) -> str:
     """Return ``kiln_call``: ``kiln_run`` on NumPy arrays passed as Python objects.
 
+    And ``kiln_callv``, the same with the arrays in one pointer array (the entry
+    :mod:`kiln_c._trampoline`'s callable calls).
+
     ``expect`` holds NumPy's array type, then each input's dtype object; an input of
     another class, dtype or number of dimensions, or not aligned, returns -1 before
     anything runs (the caller converts it and calls ``kiln_run``). Each output of a
@@ -197,6 +200,13 @@ def _call_entry(fgraph: FunctionGraph, arena: int) -> str:
     lines += ["goto end;", "fail:"]
     lines += [f"kiln_release(&out[{j}]);" for j in range(len(fgraph.outputs))]
     lines += ["end:", "ctx->arena = NULL;", "return status;", "}"]
+    # The same with its arguments in one array: what kiln_trampoline.c calls.
+    objects = ", ".join(f"a[{k}]" for k in range(n_in + len(static)))
+    lines += [
+        "int kiln_callv(const kiln_call_head *head, const kiln_pyarray *const *a) {",
+        f"return kiln_call(head{', ' if objects else ''}{objects});",
+        "}",
+    ]
     return "\n".join(lines)
 
 

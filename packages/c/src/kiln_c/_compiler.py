@@ -142,10 +142,11 @@ def compiler_identity(compiler: str) -> str:
     return f"{compiler} {version}"
 
 
-def build(source: str, quick: bool = False) -> bytes:
+def build(source: str, quick: bool = False, include: tuple[str, ...] = ()) -> bytes:
     """Compile ``source`` (one C99 file) into a shared library; return its bytes.
 
-    With ``quick``, by :func:`find_quick_compiler`'s compiler (which must be there).
+    With ``quick``, by :func:`find_quick_compiler`'s compiler (which must be there);
+    ``include``: folders searched for headers (``-I``).
 
     Raises
     ------
@@ -160,7 +161,8 @@ def build(source: str, quick: bool = False) -> bytes:
         out = Path(folder) / "kiln_graph.so"
         src.write_text(source)
         # Static archives the source calls into (NumPy's libnpyrandom) go before -lm.
-        command = [compiler, *options, str(src), "-o", str(out), *link_archives(source), "-lm"]
+        command = [compiler, *options, *(f"-I{path}" for path in include), str(src)]
+        command += ["-o", str(out), *link_archives(source), "-lm"]
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False

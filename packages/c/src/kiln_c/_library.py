@@ -53,11 +53,15 @@ FORMAT = 1
 _lock = threading.Lock()
 
 
-def library_key(source: str) -> str:
-    """Return the cache key of the library built from ``source`` here."""
+def library_key(source: str, include: tuple[str, ...] = ()) -> str:
+    """Return the cache key of the library built from ``source`` here.
+
+    ``include``: the folders ``-I`` adds (the trampoline's Python headers).
+    """
     h = hashlib.sha256(f"kiln-c {FORMAT} {CODEGEN_VERSION}\n".encode())
     compiler = _compiler.find_compiler()
-    for part in (source, _compiler.compiler_identity(compiler), " ".join(_compiler.flags())):
+    flags = " ".join([*_compiler.flags(), *include])
+    for part in (source, _compiler.compiler_identity(compiler), flags):
         h.update(part.encode())
         h.update(b"\n")
     return h.hexdigest()
@@ -201,21 +205,23 @@ def _write_cached(cache: DiskCache, key: str, payload: bytes) -> bool:
     return cache.put(key, dumps_data(description))
 
 
-def library_bytes(source: str, use_cache: bool) -> tuple[bytes, str, str]:
+def library_bytes(
+    source: str, use_cache: bool, include: tuple[str, ...] = ()
+) -> tuple[bytes, str, str]:
     """Return the library of ``source``, its key and where it came from.
 
     The origin is ``"hit"`` (the cache), ``"miss"`` (built and stored), ``"rebuilt"``
     (a damaged entry replaced) or ``"built"`` (no cache: built for this process).
     """
-    key = library_key(source)
+    key = library_key(source, include)
     cache = DiskCache(NAMESPACE)
     if not use_cache or not cache.enabled:
-        return _compiler.build(source), key, "built"
+        return _compiler.build(source, include=include), key, "built"
     corrupt = cache.stats.corrupt
     payload = _read_cached(cache, key)
     if payload is not None:
         return payload, key, "hit"
-    payload = _compiler.build(source)
+    payload = _compiler.build(source, include=include)
     written = _write_cached(cache, key, payload)
     origin = "rebuilt" if cache.stats.corrupt > corrupt else "miss"
     return payload, key, origin if written else "built"
@@ -227,8 +233,13 @@ def library_bytes(source: str, use_cache: bool) -> tuple[bytes, str, str]:
 _open_files: list[int] = []
 
 
-def load(payload: bytes, name: str) -> Any:
-    """Map the library ``payload`` (verified bytes) and return it (``ctypes.CDLL``)."""
+def load(payload: bytes, name: str, python: bool = False) -> Any:
+    """Map the library ``payload`` (verified bytes) and return it (``ctypes.CDLL``).
+
+    ``python``: a library that calls Python's C API (``ctypes.PyDLL``: the GIL is kept
+    during its calls).
+    """
+    dll = ctypes.PyDLL if python else ctypes.CDLL
     memfd_create = getattr(os, "memfd_create", None)
     if memfd_create is not None and os.path.isdir("/proc/self/fd"):
         fd = memfd_create(f"kiln-c-{name[:16]}")
@@ -237,7 +248,7 @@ def load(payload: bytes, name: str) -> Any:
             while view:
                 view = view[os.write(fd, view) :]
             with _lock:
-                lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+                lib = dll(f"/proc/self/fd/{fd}")
         except BaseException:
             os.close(fd)
             raise
@@ -247,6 +258,6 @@ def load(payload: bytes, name: str) -> Any:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
-        return ctypes.CDLL(path)
+        return dll(path)
     finally:
         os.unlink(path)

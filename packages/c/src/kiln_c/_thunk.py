@@ -18,6 +18,7 @@ from kiln_c._codegen import Generated
 from kiln_c._funcify import DTYPES, OBJECT
 from kiln_c._numpy_abi import layout_holds
 from kiln_c._runtime import CALLBACK, KilnArray, KilnContext, as_numpy, describe, take_output
+from kiln_c._trampoline import make_direct
 from kiln_c.linalg import blas_pointers
 from kiln_compile import FunctionGraph
 from kiln_graph import KilnIndexError, KilnValueError, ShapeMismatchError
@@ -100,6 +101,7 @@ class CThunk:
             _reader(code) if code != OBJECT else self._read_object for code in generated.out_dtypes
         ]
         self._direct: Any = None
+        self._trampoline: Any = None  # the direct callable of kiln_c._trampoline, if made
         #: ``direct(*inputs)``: the outputs as a list, or NotImplemented for inputs that
         #: ``kiln_call`` does not take as they are (what :class:`kiln_compile.Function`
         #: calls for trusted inputs); None where outputs are not all of static shape.
@@ -212,9 +214,15 @@ class CThunk:
         self._direct = call
         if self._calls:
             self._calls[0] = call
+        callv = _address(lib, "kiln_callv")
+        if self._trampoline is not None and callv is not None:
+            self._trampoline.retarget(callv)
         self.library = lib
 
     def _make_direct(self) -> Any:
+        fast = self._trampoline_direct()
+        if fast is not None:
+            return fast
         (head,), made_spec, calls = self._direct_head, self._made, self._calls
         raised = self._raised
         if calls:
@@ -241,6 +249,22 @@ class CThunk:
             raise raised(status)
 
         return direct
+
+    def _trampoline_direct(self) -> Any:
+        """Return the trampoline's callable (:mod:`kiln_c._trampoline`), or None."""
+        callv = _address(self.library, "kiln_callv")
+        if callv is None:
+            return None
+        raised = self._raised
+
+        def on_error(status: int) -> None:
+            raise raised(status)
+
+        fast = make_direct(
+            callv, ctypes.addressof(self._head), self._n_inputs, self._made, on_error, self
+        )
+        self._trampoline = fast
+        return fast
 
     def _merge(self, made: list[np.ndarray]) -> list[Any]:
         """Return the outputs: those copied into ``made`` by ``kiln_call``, and the others."""
@@ -299,6 +323,12 @@ class CThunk:
         except BaseException as exc:  # noqa: BLE001  # raised again after the C call returns
             self._error = exc
             return _PYTHON_ERROR
+
+
+def _address(lib: Any, name: str) -> int | None:
+    """Return the address of ``lib``'s function ``name``, or None if it has none."""
+    function = getattr(lib, name, None)
+    return None if function is None else ctypes.cast(function, ctypes.c_void_p).value
 
 
 empty = np.empty
