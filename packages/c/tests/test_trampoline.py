@@ -20,7 +20,7 @@ VM = kc.Mode(linker="vm")
 @pytest.fixture
 def trampoline(cache_dir: Path) -> Iterator[None]:
     """Build the trampoline (in this test's cache) before the graphs."""
-    assert _trampoline.constructor(wait=True) is not None, _trampoline._state["problem"]
+    assert _trampoline.constructor() is not None, _trampoline._state["problem"]
     kc.clear_function_memo()
     yield
     kc.clear_function_memo()
@@ -46,8 +46,8 @@ def test_calls_go_through_the_trampoline_and_equal_the_ctypes_path(trampoline, m
     assert type(_fast(f, values)).__name__ == "Direct"
     got = f(*values)
     assert [type(v) for v in got] == [np.ndarray] * 3 and got[0].shape == ()
-    monkeypatch.setattr(_trampoline, "make_direct", lambda *args: None)
-    monkeypatch.setattr("kiln_c._thunk.make_direct", lambda *args: None)
+    monkeypatch.setattr(_trampoline, "make_direct", lambda *args, **kwargs: None)
+    monkeypatch.setattr("kiln_c._thunk.make_direct", lambda *args, **kwargs: None)
     kc.clear_function_memo()
     _linker._loaded.clear()
     g = kc.function(inputs, outputs, mode=C, trust_input=True)
@@ -112,11 +112,11 @@ def test_a_trampoline_that_cannot_be_built_warns_once_and_calls_go_through_ctype
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
     monkeypatch.setattr(_trampoline, "SOURCE", broken)
-    monkeypatch.setattr(_trampoline, "_state", {"new": None, "started": False, "problem": None})
+    monkeypatch.setattr(_trampoline, "_state", {"new": None, "problem": None, "thread": None})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert _trampoline.constructor(wait=True) is None
-        assert _trampoline.constructor(wait=True) is None
+        assert _trampoline.constructor() is None
+        assert _trampoline.constructor() is None
     said = [w for w in caught if issubclass(w.category, _trampoline.TrampolineWarning)]
     assert len(said) == 1 and "ctypes" in str(said[0].message)
     kc.clear_function_memo()

@@ -21,7 +21,7 @@ import time
 import warnings
 from typing import Any
 
-from kiln_c import _compiler, _library
+from kiln_c import _compiler, _library, _trampoline
 from kiln_c._codegen import Generated, describe, generate
 from kiln_c._thunk import BACKEND, CThunk
 from kiln_c.native import native_model
@@ -206,6 +206,7 @@ class CLinker:
             If there is no C compiler.
         """
         start = time.perf_counter()
+        _trampoline.start()  # beside the graph's build, if it needs building
         use_cache = bool(config.cache)
         graph = _library.graph_key(fgraph)
         found = _built(fgraph, graph) if use_cache else None
@@ -227,7 +228,7 @@ class CLinker:
                 fallbacks = sorted(generated.fallbacks)
                 _library.remember_graph(graph, key, fallbacks, len(generated.nodes))
         _warn_fallbacks(generated)
-        thunk = CThunk(fgraph, generated, lib)
+        thunk = CThunk(fgraph, generated, lib, quick=upgrade is not None)
         if upgrade is not None:
             upgrade.attach(thunk)
         thunk.stage2.update(

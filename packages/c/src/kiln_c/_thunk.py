@@ -60,7 +60,9 @@ class CThunk:
         build seconds, and the Ops that run through Python.
     """
 
-    def __init__(self, fgraph: FunctionGraph, generated: Generated, lib: Any) -> None:
+    def __init__(
+        self, fgraph: FunctionGraph, generated: Generated, lib: Any, quick: bool = False
+    ) -> None:
         self.fgraph = fgraph
         self.generated = generated
         self.library = lib  # the loaded ctypes library
@@ -102,6 +104,7 @@ class CThunk:
         ]
         self._direct: Any = None
         self._trampoline: Any = None  # the direct callable of kiln_c._trampoline, if made
+        self._quick_build = quick  # a quick build does not wait for the trampoline
         #: ``direct(*inputs)``: the outputs as a list, or NotImplemented for inputs that
         #: ``kiln_call`` does not take as they are (what :class:`kiln_compile.Function`
         #: calls for trusted inputs); None where outputs are not all of static shape.
@@ -260,8 +263,9 @@ class CThunk:
         def on_error(status: int) -> None:
             raise raised(status)
 
+        head, made = ctypes.addressof(self._head), self._made
         fast = make_direct(
-            callv, ctypes.addressof(self._head), self._n_inputs, self._made, on_error, self
+            callv, head, self._n_inputs, made, on_error, self, wait=not self._quick_build
         )
         self._trampoline = fast
         return fast

@@ -6,9 +6,10 @@ argument conversion costs about 1.5 µs a call. ``kiln_trampoline.c`` is one sma
 CPython extension, the same for every graph: its callable's vectorcall makes the
 outputs and calls the graph's ``kiln_callv`` with the objects themselves. It is built
 once per Python, compiler and source, by the same compiler and cache layer as the
-graphs (``kiln_c._library``), in a background thread the first time: thunks made before
-it is ready keep their ctypes callable. Where it cannot be built (no ``Python.h``, a
-compiler error) one :class:`TrampolineWarning` says so and thunks use ctypes.
+graphs (``kiln_c._library``), on a thread started as linking starts (a cold build runs
+beside the graph's; a quick tcc build does not wait for it, and its thunk keeps ctypes
+unless it is ready). Where it cannot be built (no ``Python.h``, a compiler error) one
+:class:`TrampolineWarning` says so and thunks use ctypes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kiln_c import _library
 
 SOURCE = Path(__file__).with_name("kiln_trampoline.c")
 _lock = threading.Lock()
-_state: dict[str, Any] = {"new": None, "started": False, "problem": None}
+_state: dict[str, Any] = {"new": None, "problem": None, "thread": None}
 
 
 class TrampolineWarning(UserWarning):
@@ -66,37 +67,47 @@ def _build() -> None:
     _state["new"] = new
 
 
-def constructor(wait: bool = False) -> Any:
-    """Return ``kiln_trampoline_new`` (ctypes), or None while it builds or if it cannot.
+def start() -> None:
+    """Start loading the trampoline (from the cache, else built) on a thread of its own.
 
-    The first call starts the build: loaded at once from a warm cache, else compiled in
-    a background thread (``wait``: in this one).
+    The C linker calls it as it starts linking, so that a cold build runs beside the
+    graph's; later calls do nothing.
     """
-    new = _state["new"]
-    if new is not None or _state["problem"] is not None:
-        return new
     with _lock:
-        if _state["started"]:
-            return _state["new"]
-        _state["started"] = True
-    source, include = _source()
-    if wait or _library.cached_library(_library.library_key(source, include)) is not None:
-        _build()
-    else:
-        threading.Thread(target=_build, name="kiln-c-trampoline", daemon=True).start()
+        if _state["thread"] is not None:
+            return
+        thread = threading.Thread(target=_build, name="kiln-c-trampoline", daemon=True)
+        thread.start()
+        _state["thread"] = thread
+
+
+def constructor(wait: bool = True) -> Any:
+    """Return ``kiln_trampoline_new`` (ctypes), or None where there is none.
+
+    None: it cannot be built or, with ``wait`` false, it is not ready yet.
+    """
+    start()
+    if wait:
+        _state["thread"].join()
     return _state["new"]
 
 
 def make_direct(
-    callv: int, head: int, n_in: int, outputs: list[tuple[Any, Any]], on_error: Any, keep: Any
+    callv: int,
+    head: int,
+    n_in: int,
+    outputs: list[tuple[Any, Any]],
+    on_error: Any,
+    keep: Any,
+    wait: bool = True,
 ) -> Any:
-    """Return the trampoline's callable for one thunk, or None where it is not ready.
+    """Return the trampoline's callable for one thunk, or None (see :func:`constructor`).
 
     ``callv`` and ``head`` are the addresses of the graph's ``kiln_callv`` and of its
     call head; ``outputs`` the ``(shape, dtype)`` of each output it makes; ``on_error``
     raises the error of a status; ``keep`` holds what the addresses point into.
     """
-    new = constructor()
+    new = constructor(wait)
     if new is None:
         return None
     import numpy as np

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import warnings
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -176,31 +174,12 @@ def sample(
         if error.result is not None:  # the chains that finished, as the usual DataTree
             error.idata = _to_datatree(m, error.result, nuts_sampler, idata_options)
         raise
-    diagnostics = None
-    if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
-        # Read from the arrays (not the DataTree), on another thread while this one builds
-        # the DataTree (their sorts and FFTs release the GIL); only what the screen picks
-        # is computed on every draw (the warnings are the exact check's).
-        diagnostics = _in_background(
-            kiln_samplers.check_diagnostics,
-            result.trace,
-            result.max_treedepth,
-            warn=False,
-            exact_extremes=False,
-        )
     idata = _to_datatree(m, result, nuts_sampler, idata_options)
-    if diagnostics is not None:
-        for message in diagnostics.result()["messages"]:  # warned here, in the caller's thread
-            warnings.warn(message, kiln_samplers.SamplingWarning, stacklevel=2)
+    if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
+        # Read from the arrays (not the DataTree); only what the screen picks is
+        # computed on every draw (the warnings are the exact check's).
+        kiln_samplers.check_diagnostics(result.trace, result.max_treedepth, exact_extremes=False)
     return idata
-
-
-def _in_background(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
-    """Return the future of ``fn(*args, **kwargs)``, run on a thread of its own."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-diagnostics")
-    future = pool.submit(fn, *args, **kwargs)
-    pool.shutdown(wait=False)  # the thread ends when ``fn`` returns
-    return future
 
 
 def _to_datatree(
