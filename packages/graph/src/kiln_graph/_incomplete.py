@@ -33,7 +33,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.special as sp
 
 #: Relative change of the partial results at which a series or fraction has converged.
 _TOL = 1e-16
@@ -77,6 +76,8 @@ def _float64(*xs: Any) -> list[np.ndarray]:
 
 def _gamma_series_dlog(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Return (d/da P) / P from the series of P (for 0 < x < a + 1)."""
+    import scipy.special as sp
+
     c = np.ones_like(a)
     s = np.ones_like(a)  # sum of c_n
     t = np.zeros_like(a)  # sum of c_n h_n, h_n = sum_{k<=n} 1/(a+k) = -d/da log c_n
@@ -163,6 +164,7 @@ def _fraction_dlog(
 
 def _gamma_fraction_dlog(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Return (d/da Q) / Q from Legendre's continued fraction of Q (for x >= a + 1)."""
+    import scipy.special as sp
 
     def terms(n: int, p: tuple[np.ndarray, ...]) -> tuple[Any, list[Any], Any, list[Any]]:
         a, x = p
@@ -174,6 +176,8 @@ def _gamma_fraction_dlog(a: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def gammainc_da(a: Any, x: Any) -> np.ndarray:
     """Return d/da of the regularized lower incomplete gamma function P(a, x)."""
+    import scipy.special as sp
+
     a, x = _float64(a, x)
     with np.errstate(all="ignore"):
         ok = (a > 0) & (a < np.inf) & (x > 0) & (x < np.inf)
@@ -227,6 +231,8 @@ def _beta_fraction_dlog(
 
 def betainc_dab(a: Any, b: Any, x: Any) -> tuple[np.ndarray, np.ndarray]:
     """Return (d/da, d/db) of the regularized incomplete beta function I_x(a, b)."""
+    import scipy.special as sp
+
     a, b, x = _float64(a, b, x)
     with np.errstate(all="ignore"):
         params = (a > 0) & (a < np.inf) & (b > 0) & (b < np.inf)

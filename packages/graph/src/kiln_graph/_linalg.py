@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-import scipy.linalg as sla
 
 from kiln_graph import _alloc, _blockwise, _elemwise, _math, _shape
 from kiln_graph._basic import as_tensor
@@ -173,6 +172,8 @@ class Cholesky(Op):
         return Apply.create(self, [x], [TensorType(dtype, (n, n))])
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        import scipy.linalg as sla
+
         out = sla.cholesky(inputs[0], lower=self.lower, check_finite=False)
         outputs[0] = np.asarray(out, dtype=node.outputs[0].type.dtype)  # type: ignore[attr-defined]
 
@@ -258,6 +259,8 @@ class Solve(_LinearSolve, Op):
         self.b_ndim = _check_b_ndim(b_ndim)
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        import scipy.linalg as sla
+
         a, b = inputs
         out = sla.solve(a, b, assume_a=self.assume_a, lower=self.lower, check_finite=False)
         outputs[0] = np.asarray(out, dtype=node.outputs[0].type.dtype)  # type: ignore[attr-defined]
@@ -317,6 +320,8 @@ class SolveTriangular(_LinearSolve, Op):
         self.b_ndim = _check_b_ndim(b_ndim)
 
     def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        import scipy.linalg as sla
+
         a, b = inputs
         out = sla.solve_triangular(
             a,

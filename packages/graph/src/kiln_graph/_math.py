@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.special as sp
 
 from kiln_graph import _alloc, _incomplete
 from kiln_graph._basic import as_tensor, constant
@@ -96,14 +95,35 @@ def _ufunc_output_dtype(ufunc: np.ufunc, dtypes: tuple[str, ...]) -> str:
     return resolved[-1].name
 
 
-def like_ufunc(ufunc: np.ufunc) -> Callable[..., str]:
+class _special:  # noqa: N801 (reads as the function it names)
+    """``scipy.special.<name>``, imported at its first use (``import kiln`` stays light).
+
+    As a scalar op's ``nfunc`` it is a descriptor: the class attribute reads as the
+    ufunc itself.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def resolve(self) -> np.ufunc:
+        """Return the ufunc (importing ``scipy.special`` the first time)."""
+        import scipy.special
+
+        return getattr(scipy.special, self.name)  # type: ignore[no-any-return]
+
+    def __get__(self, obj: object, owner: type | None = None) -> np.ufunc:
+        return self.resolve()
+
+
+def like_ufunc(ufunc: np.ufunc | _special) -> Callable[..., str]:
     """Dtype rule: the output dtype that NumPy's (or SciPy's) ``ufunc`` gives.
 
     Dtypes it has no loop for (``-`` on bool, ...) are an error when the graph is built.
     """
 
     def rule(*dtypes: str) -> str:
-        return _ufunc_output_dtype(ufunc, dtypes)
+        resolved = ufunc.resolve() if isinstance(ufunc, _special) else ufunc
+        return _ufunc_output_dtype(resolved, dtypes)
 
     return rule
 
@@ -121,8 +141,9 @@ def _declare(
     grad: GradRule | None,
     doc: str,
 ) -> type[ScalarOp]:
+    lazy = isinstance(nfunc, _special)
     if dtype_rule is FROM_NFUNC:
-        if not isinstance(nfunc, np.ufunc):
+        if not (lazy or isinstance(nfunc, np.ufunc)):
             raise TypeError(f"{name}: FROM_NFUNC needs a ufunc implementation, got {nfunc!r}")
         dtype_rule = like_ufunc(nfunc)
 
@@ -136,9 +157,9 @@ def _declare(
         (ScalarOp,),
         {
             "nin": nin,
-            "nfunc": staticmethod(nfunc),
+            "nfunc": nfunc if lazy else staticmethod(nfunc),
             "dtype_rule": staticmethod(dtype_rule),
-            "supports_out": isinstance(nfunc, np.ufunc) or nfunc in (_sum_of, _prod_of),
+            "supports_out": lazy or isinstance(nfunc, np.ufunc) or nfunc in (_sum_of, _prod_of),
             "grad": grad_method,
             "__doc__": doc,
             "__module__": __name__,
@@ -319,7 +340,7 @@ Reciprocal = _declare(
 )
 Sigmoid = _declare(
     "Sigmoid",
-    sp.expit,
+    _special("expit"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, o, sub(1, o))],
@@ -356,7 +377,7 @@ Log1mexp = _declare(
 )
 Logit = _declare(
     "Logit",
-    sp.logit,
+    _special("logit"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [true_divide(g, mul(xs[0], sub(1, xs[0])))],
@@ -390,7 +411,7 @@ Arctan = _declare(
 )
 Erf = _declare(
     "Erf",
-    sp.erf,
+    _special("erf"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, 2 / _SQRT_PI, exp(neg(square(xs[0]))))],
@@ -398,7 +419,7 @@ Erf = _declare(
 )
 Erfc = _declare(
     "Erfc",
-    sp.erfc,
+    _special("erfc"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, -2 / _SQRT_PI, exp(neg(square(xs[0]))))],
@@ -406,7 +427,7 @@ Erfc = _declare(
 )
 Erfcx = _declare(
     "Erfcx",
-    sp.erfcx,
+    _special("erfcx"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, sub(mul(2, xs[0], o), 2 / _SQRT_PI))],
@@ -414,7 +435,7 @@ Erfcx = _declare(
 )
 Erfinv = _declare(
     "Erfinv",
-    sp.erfinv,
+    _special("erfinv"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, _SQRT_PI / 2, exp(square(o)))],
@@ -422,7 +443,7 @@ Erfinv = _declare(
 )
 Gammaln = _declare(
     "Gammaln",
-    sp.gammaln,
+    _special("gammaln"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, digamma(xs[0]))],
@@ -430,7 +451,7 @@ Gammaln = _declare(
 )
 Digamma = _declare(
     "Digamma",
-    sp.digamma,
+    _special("digamma"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, polygamma(1, xs[0]))],
@@ -438,15 +459,15 @@ Digamma = _declare(
 )
 Polygamma = _declare(
     "Polygamma",
-    lambda n, x: sp.polygamma(n, x),
+    lambda n, x: _special("polygamma").resolve()(n, x),
     2,
-    lambda n, x: _ufunc_output_dtype(sp.digamma, (x,)),
+    lambda n, x: _ufunc_output_dtype(_special("digamma").resolve(), (x,)),
     lambda xs, o, g: [None, mul(g, polygamma(add(xs[0], 1), xs[1]))],
     "n-th derivative of digamma",
 )
 Betaln = _declare(
     "Betaln",
-    sp.betaln,
+    _special("betaln"),
     2,
     FROM_NFUNC,
     lambda xs, o, g: [
@@ -476,7 +497,7 @@ def _i1_grad(xs: list[TensorVariable], o: TensorVariable, g: TensorVariable) -> 
 
 I0e = _declare(
     "I0e",
-    sp.i0e,
+    _special("i0e"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, sub(i1e(xs[0]), mul(sign(xs[0]), o)))],
@@ -484,7 +505,7 @@ I0e = _declare(
 )
 I1e = _declare(
     "I1e",
-    sp.i1e,
+    _special("i1e"),
     1,
     FROM_NFUNC,
     _i1e_grad,
@@ -492,7 +513,7 @@ I1e = _declare(
 )
 I0 = _declare(
     "I0",
-    sp.i0,
+    _special("i0"),
     1,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, i1(xs[0]))],
@@ -500,7 +521,7 @@ I0 = _declare(
 )
 I1 = _declare(
     "I1",
-    sp.i1,
+    _special("i1"),
     1,
     FROM_NFUNC,
     _i1_grad,
@@ -567,12 +588,12 @@ def _betainc_d_grad(
     return rule
 
 
-_LIKE_GAMMAINC = like_ufunc(sp.gammainc)
-_LIKE_BETAINC = like_ufunc(sp.betainc)
+_LIKE_GAMMAINC = like_ufunc(_special("gammainc"))
+_LIKE_BETAINC = like_ufunc(_special("betainc"))
 
 Gammainc = _declare(
     "Gammainc",
-    sp.gammainc,
+    _special("gammainc"),
     2,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, gammainc_da(*xs)), mul(g, _gamma_density(*xs))],
@@ -580,7 +601,7 @@ Gammainc = _declare(
 )
 Gammaincc = _declare(
     "Gammaincc",
-    sp.gammaincc,
+    _special("gammaincc"),
     2,
     FROM_NFUNC,
     lambda xs, o, g: [mul(g, gammaincc_da(*xs)), neg(mul(g, _gamma_density(*xs)))],
@@ -588,7 +609,7 @@ Gammaincc = _declare(
 )
 Betainc = _declare(
     "Betainc",
-    sp.betainc,
+    _special("betainc"),
     3,
     FROM_NFUNC,
     lambda xs, o, g: [
