@@ -135,15 +135,15 @@ FROM_NFUNC = None
 
 def _declare(
     name: str,
-    nfunc: Callable[..., Any],
+    nfunc: Callable[..., Any] | _special,
     nin: int,
     dtype_rule: Callable[..., str] | None,
     grad: GradRule | None,
     doc: str,
 ) -> type[ScalarOp]:
-    lazy = isinstance(nfunc, _special)
+    lazy = isinstance(nfunc, _special)  # its class attribute reads as the ufunc
     if dtype_rule is FROM_NFUNC:
-        if not (lazy or isinstance(nfunc, np.ufunc)):
+        if not isinstance(nfunc, _special | np.ufunc):
             raise TypeError(f"{name}: FROM_NFUNC needs a ufunc implementation, got {nfunc!r}")
         dtype_rule = like_ufunc(nfunc)
 
@@ -157,7 +157,7 @@ def _declare(
         (ScalarOp,),
         {
             "nin": nin,
-            "nfunc": nfunc if lazy else staticmethod(nfunc),
+            "nfunc": nfunc if isinstance(nfunc, _special) else staticmethod(nfunc),
             "dtype_rule": staticmethod(dtype_rule),
             "supports_out": lazy or isinstance(nfunc, np.ufunc) or nfunc in (_sum_of, _prod_of),
             "grad": grad_method,
