@@ -35,6 +35,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "b": (0.2, 3.0),
     "s": (0.2, 3.0),
     "p": (0.02, 0.98),  # geometric's search (p >= 1/3) and inversion; binomial's p > 1/2
+    "kappa": (0.05, 60.0),
 }
 #: Parameters of other ranges per class (binomial's n: inversion and BTPE; Poisson's mu:
 #: both of its algorithms; the negative binomial's n: positive).
@@ -42,6 +43,7 @@ OVERRIDES: dict[str, dict[str, tuple[float, float]]] = {
     "BinomialRV": {"n": (0, 400)},
     "PoissonRV": {"mu": (0.5, 40.0)},
     "NegativeBinomialRV": {"n": (0.3, 20.0)},
+    "HyperGeometricRV": {"N": (40, 60), "k": (0, 40), "n": (0, 40)},  # k, n <= N
 }
 
 
@@ -121,6 +123,26 @@ def test_draws_are_the_vms_to_the_bit(op_class: type, seed: int) -> None:
         ]
 
     _same_calls(build, seed)
+
+
+def test_every_branch_of_the_rejection_samplers_draws_the_vms_stream() -> None:
+    """Draw each rejection sampler's branches as the VM does.
+
+    Truncated normal: normal, uniform and exponential proposals, mirrored intervals;
+    von Mises: small, moderate and large concentrations, and the normal limit.
+    """
+    lower = np.array([-1.0, -0.5, 0.5, 3.0, -np.inf, -2.0, -np.inf])
+    upper = np.array([2.0, 0.5, 1.0, np.inf, -3.0, -1.5, np.inf])
+    kappa = np.array([0.01, 0.7, 5.0, 300.0, 2e6])
+
+    def build(rng: Variable) -> list[Variable]:
+        return [
+            kr.TruncatedNormalRV()(rng, (50, 7), 0.3, 1.7, lower * 1.7 + 0.3, upper * 1.7 + 0.3),
+            kr.VonMisesRV()(rng, (40, 5), np.linspace(-3, 3, 5), kappa),
+            kr.HyperGeometricRV()(rng, (30, 3), [10, 500, 7], [3, 250, 7], [10, 100, 0]),
+        ]
+
+    _same_calls(build, 11, calls=3)
 
 
 def test_parameters_given_at_call_time_are_checked_as_on_the_vm() -> None:

@@ -54,9 +54,9 @@ CTYPE = {
 #: random draws stay NumPy's, so they draw the VM's stream; the native ABI needs none.
 THROUGH_PERFORM = frozenset(
     {
-        # random variables whose VM draw is a Python loop over ``core_fn`` (kiln_c.random)
-        "CategoricalRV", "DirichletRV", "HyperGeometricRV", "MultinomialRV",
-        "MultivariateNormalRV", "TruncatedNormalRV", "VonMisesRV",
+        # random variables with core dimensions whose VM draw is a Python loop over
+        # ``core_fn`` (kiln_c.random)
+        "CategoricalRV", "DirichletRV", "MultinomialRV", "MultivariateNormalRV",
     }
 )  # fmt: skip
 

@@ -35,3 +35,83 @@ extern int64_t random_binomial(bitgen_t *bitgen_state, double p, int64_t n, bino
 extern int64_t random_poisson(bitgen_t *bitgen_state, double lam);
 extern int64_t random_negative_binomial(bitgen_t *bitgen_state, double n, double p);
 extern int64_t random_geometric(bitgen_t *bitgen_state, double p);
+extern double random_standard_uniform(bitgen_t *bitgen_state);
+extern double random_standard_normal(bitgen_t *bitgen_state);
+extern double random_standard_exponential(bitgen_t *bitgen_state);
+
+/* kiln_random's core_fn draws written in C: the same calls of the generator (random(),
+ * standard_normal(), standard_exponential()) in the same order, the same arithmetic
+ * (files are built with -ffp-contract=off), hence the VM's draws to the bit. */
+
+/* TruncatedNormalRV.core_fn: Robert's (1995) rejection samplers. */
+static double kiln_truncated_normal(bitgen_t *bg, double mu, double sigma, double lower,
+                                    double upper) {
+    const double sqrt_2pi = sqrt(2.0 * 3.141592653589793);
+    double a = (lower - mu) / sigma, b = (upper - mu) / sigma, z;
+    int flip = b <= 0.0;
+    if (flip) {
+        double t = a;
+        a = -b;
+        b = -t;
+    }
+    if (a <= 0.0) {
+        if (b - a >= sqrt_2pi) {
+            do z = random_standard_normal(bg);
+            while (!(a <= z && z <= b));
+        } else {
+            for (;;) {
+                z = a + (b - a) * random_standard_uniform(bg);
+                if (random_standard_uniform(bg) <= exp(-0.5 * z * z)) break;
+            }
+        }
+    } else if ((b - a) * (a + b) < 2.0) {
+        for (;;) {
+            z = a + (b - a) * random_standard_uniform(bg);
+            if (random_standard_uniform(bg) <= exp(0.5 * (a * a - z * z))) break;
+        }
+    } else {
+        double alpha = 0.5 * (a + sqrt(a * a + 4.0));
+        for (;;) {
+            z = a + random_standard_exponential(bg) / alpha;
+            if (z <= b && random_standard_uniform(bg) <= exp(-0.5 * (z - alpha) * (z - alpha)))
+                break;
+        }
+    }
+    if (flip) z = -z;
+    return mu + sigma * z;
+}
+
+/* VonMisesRV.core_fn: Best and Fisher's (1979) sampler, wrapped into [-pi, pi]. */
+static double kiln_vonmises(bitgen_t *bg, double mu, double kappa) {
+    const double pi = 3.141592653589793;
+    double theta;
+    if (kappa > 1e6) {
+        theta = random_standard_normal(bg) / sqrt(kappa);
+    } else {
+        double s = 0.5 / kappa, r = s + sqrt(1.0 + s * s), w;
+        for (;;) {
+            double z = cos(pi * random_standard_uniform(bg));
+            w = (1.0 + r * z) / (r + z);
+            double c = kappa * (r - w), u = random_standard_uniform(bg);
+            if (c * (2.0 - c) > u || log(c / u) + 1.0 >= c) break;
+        }
+        double clipped = w < -1.0 ? -1.0 : w; /* Python's min(max(w, -1.0), 1.0) */
+        theta = acos(1.0 < clipped ? 1.0 : clipped);
+        if (random_standard_uniform(bg) < 0.5) theta = -theta;
+    }
+    double x = mu + theta;
+    return x - 2.0 * pi * floor((x + pi) / (2.0 * pi));
+}
+
+/* HyperGeometricRV.core_fn: n draws without replacement from the urn. */
+static int64_t kiln_hypergeometric(bitgen_t *bg, int64_t N, int64_t k, int64_t n) {
+    int64_t good = k, total = N, drawn = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (random_standard_uniform(bg) * (double)total < (double)good) {
+            drawn++;
+            good--;
+        }
+        total--;
+    }
+    return drawn;
+}

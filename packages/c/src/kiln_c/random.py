@@ -16,9 +16,12 @@ else a copy of it (what ``RandomVariable.perform`` draws from). The parameter ch
 come first, as in ``perform``: the batch shape, the declared constraints, then the
 checks NumPy's method adds (Poisson's largest mean, uniform's finite range).
 
-Random variables whose VM draw is a Python loop over ``core_fn`` (Dirichlet's
-``np.log``, MvNormal's ``np.linalg.cholesky``, the rejection samplers...) keep running
-through ``perform`` (``kiln_c.THROUGH_PERFORM``).
+Scalar random variables whose VM draw is a Python loop over ``core_fn`` (the truncated
+normal, von Mises and hypergeometric draws) are that ``core_fn`` written in C
+(``kiln_npyrandom.h``), making the same calls of the generator in the same order. The
+others with core dimensions (categorical, Dirichlet's ``np.log``, the multinomial,
+MvNormal's ``np.linalg.cholesky``) keep running through ``perform``
+(``kiln_c.THROUGH_PERFORM``).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from kiln_random import (
     HalfCauchyRV,
     HalfNormalRV,
     HalfStudentTRV,
+    HyperGeometricRV,
     InverseGammaRV,
     LaplaceRV,
     LogisticRV,
@@ -62,7 +66,9 @@ from kiln_random import (
     PoissonRV,
     RandomVariable,
     StudentTRV,
+    TruncatedNormalRV,
     UniformRV,
+    VonMisesRV,
     WeibullRV,
     copy_generator,
 )
@@ -94,6 +100,10 @@ DRAWS: dict[type[RandomVariable], str] = {
     PoissonRV: "random_poisson(bg, {mu})",
     NegativeBinomialRV: "random_negative_binomial(bg, {n}, {p})",
     GeometricRV: "random_geometric(bg, {p})",
+    # core_fn draws, written in C in kiln_npyrandom.h
+    TruncatedNormalRV: "kiln_truncated_normal(bg, {mu}, {sigma}, {lower}, {upper})",
+    VonMisesRV: "kiln_vonmises(bg, {mu}, {kappa})",
+    HyperGeometricRV: "kiln_hypergeometric(bg, {N}, {k}, {n})",
 }
 
 #: The checks NumPy's method makes after kiln's constraints: ``(C condition true for
