@@ -75,6 +75,44 @@ def test_process_pool_chains_draw_what_local_chains_draw(local_run):
     assert idata["posterior"]["theta"].dims == ("chain", "draw", "school")
 
 
+def _mixed_model() -> kl.Model:
+    """Return a model with a discrete variable (Metropolis) beside a continuous one (NUTS)."""
+    with kl.Model() as model:
+        p = kl.Beta("p", 2.0, 2.0)
+        k = kl.Binomial("k", 10, p)
+        kl.Normal("y", k, 1.0, observed=np.array([6.2, 5.1, 7.3]))
+    return model
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        None,  # the assigned compound: NUTS on p, Metropolis on k
+        lambda m: [kl.Slice([m["p"]]), kl.Metropolis([m["k"]])],
+        lambda m: [kl.DEMetropolisZ([m["p"]]), kl.Metropolis([m["k"]])],
+        # a population step: its chains in one task
+        lambda m: [kl.DEMetropolis([m["p"]]), kl.Metropolis([m["k"]])],
+    ],
+    ids=["compound", "slice", "demetropolisz", "demetropolis-population"],
+)
+def test_step_method_chains_on_a_process_pool_draw_what_local_chains_draw(step):
+    def run(**kwargs):
+        model = _mixed_model()
+        chosen = step(model) if step is not None else None
+        return _sample(model, draws=150, tune=100, chains=3, step=chosen, **kwargs)
+
+    local = run()
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        remote = run(executor=pool)
+    assert_same_draws(local, remote)
+    assert remote.attrs["step"] == local.attrs["step"]
+    assert remote.attrs["executor"] == "FuturesAdapter"
+    workers = remote.attrs["chain_workers"].split(", ")
+    assert len(workers) == 3 and all(w.split(":")[1] != str(os.getpid()) for w in workers)
+    assert set(np.unique(remote["posterior"]["k"].values)) <= set(range(11))
+
+
 class _FailingChains(concurrent.futures.ThreadPoolExecutor):
     """Runs tasks in threads, except that the tasks of ``failing`` chains raise."""
 
@@ -143,7 +181,7 @@ def test_a_bad_executor_is_refused_before_compiling():
     with (
         eight_schools(),
         concurrent.futures.ThreadPoolExecutor(1) as pool,
-        pytest.raises(KilnValueError, match="kiln's NUTS only"),
+        pytest.raises(KilnValueError, match="kiln's samplers only"),
     ):
         kl.sample(executor=pool, nuts_sampler="nutpie", progressbar=False)
 
@@ -182,6 +220,40 @@ def test_dask_chains_draw_what_local_chains_draw(cluster, local_run):
     assert_same_draws(local_run, idata)
     assert idata.attrs["executor"] == "DaskAdapter"
     assert idata.attrs["nuts_kernel"] == "c"  # the compiled kernel ran on the workers
+
+
+def _report_every(seconds: float) -> None:
+    import kiln._executor_dask
+
+    kiln._executor_dask.REPORT_EVERY_S = seconds
+
+
+def test_the_progress_bars_move_with_the_workers_events(cluster, monkeypatch):
+    """Each chain's bar advances on the events its worker logs, before the chain ends."""
+    calls: list[tuple[int, int]] = []
+
+    class Recorded(ks.Progress):
+        def advance(self, chain: int, n: int, divergences: int = 0) -> None:
+            calls.append((chain, n))
+            super().advance(chain, n, divergences)
+
+    monkeypatch.setattr(ks, "Progress", Recorded)
+    cluster.run(_report_every, 0.0)  # every report of run_chain becomes an event
+    try:
+        _sample(eight_schools(), draws=3000, tune=500, chains=2, executor=cluster)
+    finally:
+        cluster.run(_report_every, 0.25)
+    for chain in (0, 1):
+        steps = [n for c, n in calls if c == chain]
+        assert len(steps) > 2, steps  # events while the chain ran, not one final jump
+        assert sum(steps) >= 3500 and max(steps) < 3500
+
+
+def test_step_method_chains_on_dask_draw_what_local_chains_draw(cluster):
+    local = _sample(_mixed_model(), draws=150, tune=100, chains=2)
+    remote = _sample(_mixed_model(), draws=150, tune=100, chains=2, executor=cluster)
+    assert_same_draws(local, remote)
+    assert remote.attrs["executor"] == "DaskAdapter" and "Metropolis" in remote.attrs["step"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("kiln_c") is None, reason="kiln_c not installed")

@@ -71,6 +71,11 @@ class ChainTask:
     topic: str
     reporter: str | None
 
+    @property
+    def chain_ids(self) -> tuple[int, ...]:
+        """The chains this task runs."""
+        return (self.chain,)
+
 
 @dataclasses.dataclass
 class ChainOutcome:
@@ -83,25 +88,47 @@ class ChainOutcome:
     rebuild_s: float
     sampling_s: float
 
+    def chain_results(self) -> list[kiln_samplers.ChainResult]:
+        """Return the results of the task's chains, in its ``chain_ids`` order."""
+        return [self.result]
+
 
 def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _progress_callback(task: ChainTask) -> tuple[Any, Callable[[], None]]:
-    """Return ``run_chain``'s progress callback for ``task`` and the one that ends it."""
-    if task.reporter != "dask":
-        return None, lambda: None
-    from kiln._executor_dask import reporter
+class _TaskProgress:
+    """A task's progress for the chains it runs: ``updater(chain)`` as :class:`Progress`'s.
 
-    report = reporter(task.topic, task.chain)
-    diverging = kiln_samplers.STAT_NAMES.index("diverging")
+    On Dask each update goes to the client as an event (:func:`kiln._executor_dask.reporter`);
+    other executors report nothing (the client's bar moves when the task ends).
+    """
 
-    def progress(n: int, stats: np.ndarray, tuning: bool) -> None:
-        divergences = 0 if tuning else int(np.sum(stats[:, diverging]))
-        report(n, divergences, tuning, False)
+    def __init__(self, topic: str, kind: str | None) -> None:
+        self.topic, self.kind = topic, kind
+        self._finish: list[Callable[[], None]] = []
 
-    return progress, lambda: report(0, 0, False, True)
+    def updater(self, chain: int) -> Callable[[int, np.ndarray, bool], None] | None:
+        """Return the callback ``update(n_new, stats_of_the_new, tuning)`` of ``chain``."""
+        if self.kind != "dask":
+            return lambda n, stats, tuning: None
+        from kiln._executor_dask import reporter
+
+        report = reporter(self.topic, chain)
+        diverging = kiln_samplers.STAT_NAMES.index("diverging")
+        self._finish.append(lambda: report(0, 0, False, True))
+
+        def update(n: int, stats: np.ndarray, tuning: bool) -> None:
+            # as Progress's: a compound step passes its count as a (1, 1) array
+            divergences = 0 if tuning else int(np.sum(stats[:, diverging]))
+            report(n, divergences, tuning, False)
+
+        return update
+
+    def finish(self) -> None:
+        """Send what the chains reported since the last event."""
+        for finish in self._finish:
+            finish()
 
 
 def sample_chain_task(task: ChainTask) -> ChainOutcome:
@@ -121,44 +148,94 @@ def sample_chain_task(task: ChainTask) -> ChainOutcome:
         native = None
     rebuilt = time.perf_counter()
     state = kiln_samplers.init_chain(model, task.seed, native=native)
-    progress, finish = _progress_callback(task)
+    progress = _TaskProgress(task.topic, task.reporter)
     result = kiln_samplers.run_chain(
-        model, state, task.draws, task.tune, task.settings, native, progress
+        model, state, task.draws, task.tune, task.settings, native, progress.updater(task.chain)
     )
-    finish()
+    progress.finish()
     return ChainOutcome(task.chain, result, where, rebuilt - start, time.perf_counter() - rebuilt)
 
 
-def sample_on_executor(
-    compiled: CompiledModel,
+@dataclasses.dataclass(frozen=True)
+class StepsTask:
+    """The task of step-method chains: one chain, or a population's chains together."""
+
+    package: ModelPackage
+    #: kiln_samplers steps, not bound (the worker binds them to its model).
+    steps: tuple[Any, ...]
+    chains: tuple[int, ...]
+    #: Every chain's seed (chain ``c`` draws from ``seeds[c]``, as locally).
+    seeds: tuple[np.random.SeedSequence, ...]
+    draws: int
+    tune: int
+    topic: str
+    reporter: str | None
+
+    @property
+    def chain_ids(self) -> tuple[int, ...]:
+        """The chains this task runs."""
+        return self.chains
+
+
+@dataclasses.dataclass
+class StepsOutcome:
+    """What a worker sends back for a :class:`StepsTask`."""
+
+    chains: tuple[int, ...]
+    results: list[kiln_samplers.StepChainResult]
+    worker: str
+    rebuild_s: float
+    sampling_s: float
+
+    def chain_results(self) -> list[kiln_samplers.StepChainResult]:
+        """Return the results of the task's chains, in its ``chain_ids`` order."""
+        return self.results
+
+
+def sample_steps_task(task: StepsTask) -> StepsOutcome:
+    """Run the step-method chains of ``task`` where this function is called (a worker)."""
+    where = _worker_name()
+    start = time.perf_counter()
+    model = load_package(task.package, where=f"worker {where}")
+    steps = kiln_samplers.bind_steps(model, task.steps)
+    rebuilt = time.perf_counter()
+    progress = _TaskProgress(task.topic, task.reporter)
+    results = kiln_samplers.run_step_chains(
+        model, steps, task.chains, task.seeds, task.draws, task.tune, progress
+    )
+    progress.finish()
+    elapsed = time.perf_counter() - rebuilt
+    return StepsOutcome(task.chains, results, where, rebuilt - start, elapsed)
+
+
+@dataclasses.dataclass
+class _Gathered:
+    """The tasks' results, chain by chain (None: a chain that never finished)."""
+
+    results: list[Any]
+    outcomes: dict[int, Any]
+    failures: dict[int, BaseException]
+    interrupted: bool
+    elapsed: float
+
+
+def _gather(
     adapter: ExecutorAdapter,
-    *,
-    draws: int,
-    tune: int,
+    fn: Callable[[Any], Any],
+    tasks: list[Any],
     chains: int,
-    random_seed: Any,
-    settings: kiln_samplers.NutsSettings,
+    total: int,
     progressbar: bool,
-) -> tuple[kiln_samplers.Trace, dict[str, Any]]:
-    """Run ``chains`` chains as tasks of ``adapter``; return the trace and run details.
+) -> _Gathered:
+    """Run ``fn(task)`` for every task on ``adapter``; retry, watch Ctrl-C, gather.
 
-    The details (``idata.attrs`` of the run) say where each chain ran and how long
-    the workers took to rebuild the model.
-
-    Raises
-    ------
-    ChainsFailedError
-        If chains failed after their retries (the others' draws in ``error.trace``).
+    Each task runs the chains ``task.chain_ids`` and its outcome's ``chain_results()``
+    are theirs, in that order; ``total`` is each chain's number of iterations (its bar).
     """
-    package = compiled.package()
-    seeds = kiln_samplers.chain_seeds(random_seed, chains)
     run_id = uuid.uuid4().hex[:12]
     topic = f"kiln-progress-{run_id}"
-    tasks = [
-        ChainTask(package, c, seeds[c], draws, tune, settings, topic, adapter.reporter)
-        for c in range(chains)
-    ]
-    progress = kiln_samplers.Progress(chains, draws + tune, enabled=progressbar)
+    tasks = [dataclasses.replace(t, topic=topic, reporter=adapter.reporter) for t in tasks]
+    progress = kiln_samplers.Progress(chains, total, enabled=progressbar)
     reported = [0] * chains
 
     def on_message(message: dict[str, Any]) -> None:
@@ -167,16 +244,12 @@ def sample_on_executor(
             reported[c] += n
             progress.advance(c, n, int(message.get("divergences", 0)))
 
-    results: list[kiln_samplers.ChainResult | None] = [None] * chains
-    outcomes: dict[int, ChainOutcome] = {}
-    failures: dict[int, BaseException] = {}
-    attempts = [0] * chains
-    interrupted = False
+    out = _Gathered([None] * chains, {}, {}, False, 0.0)
+    attempts = [0] * len(tasks)
     start = time.perf_counter()
     with adapter.progress(topic, on_message):
         futures = {
-            adapter.submit(sample_chain_task, t, f"kiln-chain-{run_id}-{t.chain}"): t.chain
-            for t in tasks
+            adapter.submit(fn, t, f"kiln-chain-{run_id}-{i}"): i for i, t in enumerate(tasks)
         }
         try:
             while futures:
@@ -185,27 +258,38 @@ def sample_on_executor(
                     time.sleep(POLL_S)
                     continue
                 for f in done:
-                    c = futures.pop(f)
+                    i = futures.pop(f)
                     try:
                         outcome = f.result()
                     except Exception as exc:  # noqa: BLE001 (reported with the chain)
-                        if attempts[c] < adapter.retries and adapter.can_resubmit(exc):
-                            attempts[c] += 1
-                            key = f"kiln-chain-{run_id}-{c}-retry{attempts[c]}"
-                            futures[adapter.submit(sample_chain_task, tasks[c], key)] = c
+                        if attempts[i] < adapter.retries and adapter.can_resubmit(exc):
+                            attempts[i] += 1
+                            key = f"kiln-chain-{run_id}-{i}-retry{attempts[i]}"
+                            futures[adapter.submit(fn, tasks[i], key)] = i
                         else:
-                            failures[c] = exc
+                            out.failures.update(dict.fromkeys(tasks[i].chain_ids, exc))
                         continue
-                    outcomes[c] = outcome
-                    results[c] = outcome.result
-                    progress.advance(c, max(draws + tune - reported[c], 0))
+                    for c, result in zip(tasks[i].chain_ids, outcome.chain_results(), strict=True):
+                        out.outcomes[c], out.results[c] = outcome, result
+                        progress.advance(c, max(total - reported[c], 0))
         except KeyboardInterrupt:
-            interrupted = True
+            out.interrupted = True
             for f in futures:
                 f.cancel()
     progress.close()
-    elapsed = time.perf_counter() - start
-    trace = kiln_samplers.trace_from_chains(compiled, results, chains, tune, elapsed, interrupted)
+    out.elapsed = time.perf_counter() - start
+    return out
+
+
+def _details(
+    gathered: _Gathered,
+    trace: kiln_samplers.Trace,
+    adapter: ExecutorAdapter,
+    package: ModelPackage,
+    chains: int,
+) -> dict[str, Any]:
+    """Return the run's details (``idata.attrs``), or raise :class:`ChainsFailedError`."""
+    outcomes, failures = gathered.outcomes, gathered.failures
     details = {
         "executor": type(adapter).__name__,
         "workers": [outcomes[c].worker if c in outcomes else "" for c in range(chains)],
@@ -225,4 +309,78 @@ def sample_on_executor(
         )
         error.trace = trace
         raise error
-    return trace, details
+    return details
+
+
+def sample_on_executor(
+    compiled: CompiledModel,
+    adapter: ExecutorAdapter,
+    *,
+    draws: int,
+    tune: int,
+    chains: int,
+    random_seed: Any,
+    settings: kiln_samplers.NutsSettings,
+    progressbar: bool,
+) -> tuple[kiln_samplers.Trace, dict[str, Any]]:
+    """Run ``chains`` NUTS chains as tasks of ``adapter``; return the trace and run details.
+
+    The details (``idata.attrs`` of the run) say where each chain ran and how long
+    the workers took to rebuild the model.
+
+    Raises
+    ------
+    ChainsFailedError
+        If chains failed after their retries (the others' draws in ``error.trace``).
+    """
+    package = compiled.package()
+    seeds = kiln_samplers.chain_seeds(random_seed, chains)
+    tasks = [
+        ChainTask(package, c, seeds[c], draws, tune, settings, "", None) for c in range(chains)
+    ]
+    got = _gather(adapter, sample_chain_task, tasks, chains, draws + tune, progressbar)
+    trace = kiln_samplers.trace_from_chains(
+        compiled, got.results, chains, tune, got.elapsed, got.interrupted
+    )
+    return trace, _details(got, trace, adapter, package, chains)
+
+
+def sample_steps_on_executor(
+    compiled: CompiledModel,
+    adapter: ExecutorAdapter,
+    steps: list[Any],
+    *,
+    draws: int,
+    tune: int,
+    chains: int,
+    random_seed: Any,
+    progressbar: bool,
+) -> tuple[kiln_samplers.Trace, dict[str, Any]]:
+    """Run step-method chains (``kiln_samplers`` steps) as tasks of ``adapter``.
+
+    One task per chain; a population step (DEMetropolis) runs its chains in one task,
+    as it does locally. Chain ``c`` draws what it draws locally. As
+    :func:`sample_on_executor` otherwise.
+    """
+    package = compiled.package()
+    seeds = tuple(kiln_samplers.chain_seeds(random_seed, chains))
+    population = any(s.population for s in steps)
+    groups = [tuple(range(chains))] if population else [(c,) for c in range(chains)]
+    tasks = [StepsTask(package, tuple(steps), g, seeds, draws, tune, "", None) for g in groups]
+    got = _gather(adapter, sample_steps_task, tasks, chains, draws + tune, progressbar)
+    trace = kiln_samplers.trace_from_step_chains(
+        compiled, steps, got.results, chains, tune, got.elapsed, got.interrupted
+    )
+    return trace, _details(got, trace, adapter, package, chains)
+
+
+def executor_attrs(details: dict[str, Any]) -> dict[str, Any]:
+    """Return the ``idata.attrs`` of a run's details (where and how long each chain ran)."""
+    return {
+        "executor": details["executor"],
+        "chain_workers": ", ".join(details["workers"]),
+        # Seconds each chain's worker took to rebuild the model and to sample.
+        "chain_rebuild_s": [float(t) for t in details["rebuild_s"]],
+        "chain_sampling_s": [float(t) for t in details["sampling_s"]],
+        "package_bytes": int(details["package_bytes"]),
+    }

@@ -330,6 +330,13 @@ def run_steps(run: EngineRun, step: Any) -> EngineResult:
         bs = [blocks[str(i.value.name)] for i in m._infos]
         indices = np.concatenate([np.arange(b.slice.start, b.slice.stop) for b in bs])
         samplers.append(m._make(bs, indices))
+    max_treedepth = max(
+        (int(m.options.get("max_treedepth", 10)) for m in methods if isinstance(m, NUTS)),
+        default=10,
+    )
+    attrs: dict[str, Any] = {"step": describe(methods)}
+    if run.executor is not None:
+        return _run_steps_on_executor(run, compiled, samplers, compile_time, max_treedepth, attrs)
     trace = ks.sample_steps(
         compiled,
         samplers,
@@ -340,11 +347,39 @@ def run_steps(run: EngineRun, step: Any) -> EngineResult:
         random_seed=run.random_seed,
         progressbar=run.progressbar,
     )
-    max_treedepth = max(
-        (int(m.options.get("max_treedepth", 10)) for m in methods if isinstance(m, NUTS)),
-        default=10,
+    return EngineResult(trace, compiled, compile_time, max_treedepth, attrs)
+
+
+def _run_steps_on_executor(
+    run: EngineRun,
+    compiled: CompiledModel,
+    samplers: list[ks.Step],
+    compile_time: float,
+    max_treedepth: int,
+    attrs: dict[str, Any],
+) -> EngineResult:
+    """Step-method chains as tasks of ``run.executor`` (:mod:`kiln._distributed`)."""
+    from kiln._distributed import ChainsFailedError, executor_attrs, sample_steps_on_executor
+    from kiln._executors import executor_adapter
+
+    try:
+        trace, details = sample_steps_on_executor(
+            compiled,
+            executor_adapter(run.executor),
+            samplers,
+            draws=run.draws,
+            tune=run.tune,
+            chains=run.chains,
+            random_seed=run.random_seed,
+            progressbar=run.progressbar,
+        )
+    except ChainsFailedError as error:
+        if error.trace is not None:
+            error.result = EngineResult(error.trace, compiled, compile_time, max_treedepth, attrs)
+        raise
+    return EngineResult(
+        trace, compiled, compile_time, max_treedepth, {**attrs, **executor_attrs(details)}
     )
-    return EngineResult(trace, compiled, compile_time, max_treedepth, {"step": describe(methods)})
 
 
 def needs_steps(model: Model, step: Any) -> bool:

@@ -198,7 +198,7 @@ def _run_on_executor(
     run: EngineRun, compiled: CompiledModel, settings: Any, compile_time: float
 ) -> EngineResult:
     """Kiln's NUTS with each chain a task of ``run.executor`` (:mod:`kiln._distributed`)."""
-    from kiln._distributed import ChainsFailedError, sample_on_executor
+    from kiln._distributed import ChainsFailedError, executor_attrs, sample_on_executor
     from kiln._executors import executor_adapter
 
     try:
@@ -224,12 +224,5 @@ def _run_on_executor(
             kiln_samplers.SlowPathWarning,
             stacklevel=4,
         )
-    attrs = {
-        "executor": details["executor"],
-        "chain_workers": ", ".join(details["workers"]),
-        # Seconds each chain's worker took to rebuild the model and to sample.
-        "chain_rebuild_s": [float(t) for t in details["rebuild_s"]],
-        "chain_sampling_s": [float(t) for t in details["sampling_s"]],
-        "package_bytes": int(details["package_bytes"]),
-    }
+    attrs = executor_attrs(details)
     return EngineResult(trace, compiled, compile_time, settings.max_treedepth, attrs)

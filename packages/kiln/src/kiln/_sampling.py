@@ -104,7 +104,8 @@ def sample(
     kiln cache makes that fast when warm); chain ``c`` draws what it draws locally for
     the same ``random_seed``. A chain that fails after its retries raises
     :class:`kiln.ChainsFailedError`, whose ``idata`` holds the other chains' draws.
-    Only kiln's NUTS (``nuts_sampler="kiln"``, continuous variables) runs there.
+    kiln's NUTS and its step methods run there (``nuts_sampler="kiln"``); a
+    population step (DEMetropolis) runs its chains together in one task.
 
     Examples
     --------
@@ -143,11 +144,10 @@ def sample(
                 "nuts_sampler='kiln'"
             )
         engine = functools.partial(run_steps, step=step)
-    if executor is not None and (steps or nuts_sampler != "kiln"):
+    if executor is not None and nuts_sampler != "kiln":
         raise KilnValueError(
-            "executor: chains run on an executor with kiln's NUTS only (nuts_sampler='kiln', "
-            f"continuous variables); got nuts_sampler={nuts_sampler!r}"
-            + (" with step methods (given, or for discrete variables)" if steps else "")
+            "executor: chains run on an executor with kiln's samplers only "
+            f"(nuts_sampler='kiln', and step methods); got nuts_sampler={nuts_sampler!r}"
         )
     idata_options = dict(idata_kwargs or {})
     unknown = sorted(set(idata_options) - {"log_likelihood"})

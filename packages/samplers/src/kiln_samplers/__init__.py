@@ -17,7 +17,11 @@ from kiln_samplers._c_nuts import ArtifactStore as ArtifactStore
 from kiln_samplers._c_nuts import use_kernel_store as use_kernel_store
 from kiln_samplers._compound import NUTS as NUTS
 from kiln_samplers._compound import CompoundStep as CompoundStep
+from kiln_samplers._compound import StepChainResult as StepChainResult
+from kiln_samplers._compound import bind_steps as bind_steps
+from kiln_samplers._compound import run_step_chains as run_step_chains
 from kiln_samplers._compound import sample_steps as sample_steps
+from kiln_samplers._compound import trace_from_step_chains as trace_from_step_chains
 from kiln_samplers._demetropolis import DEMetropolis as DEMetropolis
 from kiln_samplers._demetropolis import DEMetropolisZ as DEMetropolisZ
 from kiln_samplers._discrete_steps import BinaryMetropolis as BinaryMetropolis

@@ -218,7 +218,9 @@ def bind_steps(model: CompiledModel, steps: Sequence[Step]) -> list[Step]:
 
 
 @dataclasses.dataclass
-class _ChainOut:
+class StepChainResult:
+    """One chain of :func:`run_step_chains`: its kept draws and each step's statistics."""
+
     draws: np.ndarray  # (n, ndim)
     stats: list[np.ndarray]  # one (n, n_stats) array per step
     n_done: int
@@ -241,18 +243,25 @@ def _init_point(model: CompiledModel, rng: np.random.Generator, max_tries: int =
 # inf) is a divergence or a rejection, reported as one, not as one NumPy RuntimeWarning
 # per entry of the vector.
 @np.errstate(over="ignore", invalid="ignore", divide="ignore")
-def _run(
+def run_step_chains(
     model: CompiledModel,
-    steps: list[Step],
-    chains: list[int],
-    seeds: list[np.random.SeedSequence],
+    steps: Sequence[Step],
+    chains: Sequence[int],
+    seeds: Sequence[np.random.SeedSequence],
     draws: int,
     tune: int,
-    progress: Progress,
-    stop: threading.Event,
+    progress: Any = None,
+    stop: threading.Event | None = None,
     chunk: int = 50,
-) -> list[_ChainOut]:
-    """Run ``chains`` in lock-step (one, or the population), each from its own seed."""
+) -> list[StepChainResult]:
+    """Run ``chains`` of the bound ``steps`` in lock-step (one, or the population).
+
+    Chain ``c`` draws from ``seeds[c]``. ``progress`` has ``updater(chain)`` (a
+    :class:`Progress`; None: no progress); ``stop`` ends the chains early (they keep
+    what they drew). What :func:`sample_steps` runs per thread, and a worker per task.
+    """
+    progress = progress if progress is not None else Progress(len(seeds), 0, enabled=False)
+    stop = stop if stop is not None else threading.Event()
     rngs = [np.random.default_rng(seeds[c]) for c in chains]
     points = np.stack([_init_point(model, rng) for rng in rngs])
     logps = [model.logp(p) for p in points]
@@ -272,7 +281,7 @@ def _run(
     for it in range(tune + draws):
         if stop.is_set():
             return [
-                _ChainOut(
+                StepChainResult(
                     out_draws[k, :n_done], [a[:n_done] for a in out_stats[k]], n_done, it >= tune
                 )
                 for k in range(len(chains))
@@ -295,7 +304,7 @@ def _run(
                 update(pending, divergences[k], tuning)
             divergences[:] = 0.0
             pending = 0
-    return [_ChainOut(out_draws[k], out_stats[k], draws, True) for k in range(len(chains))]
+    return [StepChainResult(out_draws[k], out_stats[k], draws, True) for k in range(len(chains))]
 
 
 def sample_steps(
@@ -329,11 +338,11 @@ def sample_steps(
     stop = threading.Event()
     progress = Progress(chains, draws + tune, enabled=progressbar)
     start = time.perf_counter()
-    results: dict[int, _ChainOut] = {}
+    results: dict[int, StepChainResult] = {}
     interrupted = False
     with concurrent.futures.ThreadPoolExecutor(max_workers=1 if population else cores) as pool:
         futures = {
-            pool.submit(_run, model, steps, g, seeds, draws, tune, progress, stop): g
+            pool.submit(run_step_chains, model, steps, g, seeds, draws, tune, progress, stop): g
             for g in groups
         }
         try:
@@ -350,13 +359,36 @@ def sample_steps(
     progress.close()
     elapsed = time.perf_counter() - start
     outs = [results[c] for c in range(chains)]
+    return trace_from_step_chains(model, steps, outs, chains, tune, elapsed, interrupted)
+
+
+def trace_from_step_chains(
+    model: CompiledModel,
+    steps: Sequence[Step],
+    results: Sequence[StepChainResult | None],
+    chains: int,
+    tune: int,
+    elapsed: float,
+    interrupted: bool,
+) -> Trace:
+    """Return the :class:`Trace` of step-method chains (None: a chain that never ran).
+
+    As :func:`trace_from_chains` for NUTS: the chains that finished warm-up are kept,
+    cut to the fewest draws; what :func:`sample_steps` returns, and what a run whose
+    chains ran elsewhere (``kl.sample(executor=...)``) gathers.
+    """
+    outs = [r for r in results if r is not None]
     kept = [r for r in outs if r.warmup_done and r.n_done > 0] or outs
-    n = min(r.n_done for r in kept)
+    n = min((r.n_done for r in kept), default=0)
     if interrupted:
         warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
-    unconstrained = np.stack([r.draws[:n] for r in kept])
+    if kept:
+        unconstrained = np.stack([r.draws[:n] for r in kept])
+        per_step = [np.stack([r.stats[j][:n] for r in kept]) for j in range(len(steps))]
+    else:
+        unconstrained = np.empty((0, 0, model.ndim))
+        per_step = [np.empty((0, 0, len(s.stat_names))) for s in steps]
     posterior = posterior_draws(model, unconstrained)
-    per_step = [np.stack([r.stats[j][:n] for r in kept]) for j in range(len(steps))]
     return Trace(posterior, step_stats(steps, per_step), unconstrained, elapsed, tune, interrupted)
 
 
