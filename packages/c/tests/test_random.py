@@ -14,7 +14,7 @@ import kiln as kl
 import kiln_compile as kc
 import kiln_random as kr
 from kiln_c import THROUGH_PERFORM, FallbackWarning, _linker
-from kiln_c.random import DRAWS, npyrandom_archive
+from kiln_c.random import DRAWS, VECTOR_DRAWS, npyrandom_archive
 from kiln_graph import KilnValueError, RandomGeneratorType, Variable
 from kiln_graph import tensor as kt
 
@@ -90,7 +90,7 @@ def _same_calls(build: Callable[[Variable], list[Variable]], seed: int, calls: i
 
 def test_the_moved_ops_are_exactly_those_not_listed() -> None:
     """Every random variable is drawn in C or listed as running through ``perform``."""
-    names = {c.__name__ for c in DRAWS}
+    names = {c.__name__ for c in [*DRAWS, *VECTOR_DRAWS]}
     assert npyrandom_archive() is not None
     assert not names & THROUGH_PERFORM
     listed = {n for n in THROUGH_PERFORM if n.endswith("RV")}
@@ -143,6 +143,45 @@ def test_every_branch_of_the_rejection_samplers_draws_the_vms_stream() -> None:
         ]
 
     _same_calls(build, 11, calls=3)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_draws_from_probability_vectors_are_the_vms_to_the_bit(seed: int) -> None:
+    """Categorical and Multinomial: one vector, broadcast batches, sizes, unnormalized p."""
+    values = np.random.default_rng(seed)
+    p = values.uniform(0, 2, size=3)
+    batched = values.uniform(0, 1, size=(4, 3))
+    batched[1, 0] = 0.0  # a category that cannot be drawn
+    counts = values.integers(0, 60, size=(4, 1))
+
+    def build(rng: Variable) -> list[Variable]:
+        categorical, multinomial = kr.CategoricalRV(), kr.MultinomialRV()
+        return [
+            categorical(rng, None, p),
+            categorical(rng, (5, 2), p),
+            categorical(rng, None, batched),
+            categorical(rng, (3, 4), batched),
+            multinomial(rng, None, 10, p),
+            multinomial(rng, None, counts, batched),  # n (4, 1) against p (4, 3)
+            multinomial(rng, (2, 4), 2000, batched),  # large n: BTPE binomials
+        ]
+
+    _same_calls(build, seed, calls=3)
+
+
+@pytest.mark.parametrize(
+    ("op_class", "params", "message"),
+    [
+        (kr.CategoricalRV, [np.array([0.5, -0.1, 0.6])], "p must be >= 0"),
+        (kr.CategoricalRV, [np.zeros(3)], "p must have a positive sum"),
+        (kr.MultinomialRV, [5, np.array([0.5, np.nan])], "p must be >= 0"),
+        (kr.MultinomialRV, [5, np.zeros(2)], "p must have a positive sum"),
+    ],
+)
+def test_bad_probability_vectors_raise_as_on_the_vm(op_class, params, message) -> None:
+    for mode in (C, VM):
+        with pytest.raises(ValueError, match=message):
+            kc.function([], [op_class()(kr.rng(1), None, *params)], mode=mode)()
 
 
 def test_parameters_given_at_call_time_are_checked_as_on_the_vm() -> None:

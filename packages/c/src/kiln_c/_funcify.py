@@ -56,7 +56,7 @@ THROUGH_PERFORM = frozenset(
     {
         # random variables with core dimensions whose VM draw is a Python loop over
         # ``core_fn`` (kiln_c.random)
-        "CategoricalRV", "DirichletRV", "MultinomialRV", "MultivariateNormalRV",
+        "DirichletRV", "MultivariateNormalRV",
     }
 )  # fmt: skip
 

@@ -115,3 +115,52 @@ static int64_t kiln_hypergeometric(bitgen_t *bg, int64_t N, int64_t k, int64_t n
     }
     return drawn;
 }
+
+/* CategoricalRV.core_fn over p[0], p[stride], ... (k entries): 0, or 1 (an entry not
+ * >= 0) or 2 (no positive sum), drawing nothing then. */
+static int kiln_categorical(bitgen_t *bg, const char *p, int64_t stride, int64_t k,
+                            int64_t *out) {
+    double total = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        double v = *(const double *)(p + i * stride);
+        if (!(v >= 0.0)) return 1;
+        total += v;
+    }
+    if (!(total > 0.0)) return 2;
+    double u = random_standard_uniform(bg) * total, acc = 0.0;
+    for (int64_t i = 0; i < k - 1; i++) {
+        acc += *(const double *)(p + i * stride);
+        if (u < acc) {
+            *out = i;
+            return 0;
+        }
+    }
+    *out = k - 1;
+    return 0;
+}
+
+/* MultinomialRV.core_fn: the counts of n draws into out[0..k-1] by successive
+ * binomials (Generator.binomial's random_binomial); status as kiln_categorical's, and
+ * 3 for no category. */
+static int kiln_multinomial(bitgen_t *bg, int64_t n, const char *p, int64_t stride,
+                            int64_t k, int64_t *out, binomial_t *binomial) {
+    if (k == 0) return 3;
+    double total = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        double v = *(const double *)(p + i * stride);
+        if (!(v >= 0.0)) return 1;
+        total += v;
+    }
+    if (!(total > 0.0)) return 2;
+    int64_t remaining = n;
+    for (int64_t i = 0; i < k - 1; i++) {
+        double pi = *(const double *)(p + i * stride);
+        double q = total > 0.0 ? pi / total : 0.0;
+        int64_t x = remaining > 0 ? random_binomial(bg, 1.0 < q ? 1.0 : q, remaining, binomial) : 0;
+        out[i] = x;
+        remaining -= x;
+        total -= pi;
+    }
+    out[k - 1] = remaining;
+    return 0;
+}

@@ -16,12 +16,13 @@ else a copy of it (what ``RandomVariable.perform`` draws from). The parameter ch
 come first, as in ``perform``: the batch shape, the declared constraints, then the
 checks NumPy's method adds (Poisson's largest mean, uniform's finite range).
 
-Scalar random variables whose VM draw is a Python loop over ``core_fn`` (the truncated
-normal, von Mises and hypergeometric draws) are that ``core_fn`` written in C
-(``kiln_npyrandom.h``), making the same calls of the generator in the same order. The
-others with core dimensions (categorical, Dirichlet's ``np.log``, the multinomial,
-MvNormal's ``np.linalg.cholesky``) keep running through ``perform``
-(``kiln_c.THROUGH_PERFORM``).
+Random variables whose VM draw is a Python loop over ``core_fn`` (the truncated
+normal, von Mises and hypergeometric draws; the categorical and multinomial over one
+probability vector, :data:`VECTOR_DRAWS`) are that ``core_fn`` written in C
+(``kiln_npyrandom.h``), making the same calls of the generator in the same order.
+Dirichlet (``np.log`` and ``np.exp``, NumPy's own SIMD loops, not libm's) and MvNormal
+(``np.linalg.cholesky``) keep running through ``perform`` (``kiln_c.THROUGH_PERFORM``),
+where they are the VM's to the bit.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from kiln_random import (
     BernoulliRV,
     BetaRV,
     BinomialRV,
+    CategoricalRV,
     CauchyRV,
     ExponentialRV,
     GammaRV,
@@ -61,6 +63,7 @@ from kiln_random import (
     LaplaceRV,
     LogisticRV,
     LogNormalRV,
+    MultinomialRV,
     NegativeBinomialRV,
     NormalRV,
     PoissonRV,
@@ -104,6 +107,28 @@ DRAWS: dict[type[RandomVariable], str] = {
     TruncatedNormalRV: "kiln_truncated_normal(bg, {mu}, {sigma}, {lower}, {upper})",
     VonMisesRV: "kiln_vonmises(bg, {mu}, {kappa})",
     HyperGeometricRV: "kiln_hypergeometric(bg, {N}, {k}, {n})",
+}
+
+#: Random variables with one core-vector parameter ``p`` drawn in C: the C call that
+#: writes one draw at ``o + k`` (``{p}`` the vector's first entry, ``{p_stride}`` its
+#: stride in bytes, ``{K}`` its length; 0 or an error status), the entries one draw
+#: writes (``"K"``: the vector's length, the draw's core dimension), and the messages
+#: of the statuses 1, 2, 3 (those ``core_fn`` raises).
+VECTOR_DRAWS: dict[type[RandomVariable], tuple[str, str, tuple[str, ...]]] = {
+    CategoricalRV: (
+        "kiln_categorical(bg, {p}, {p_stride}, {K}, o + k)",
+        "1",
+        ("categorical: p must be >= 0", "categorical: p must have a positive sum"),
+    ),
+    MultinomialRV: (
+        "kiln_multinomial(bg, {n}, {p}, {p_stride}, {K}, o + k, &binomial)",
+        "K",
+        (
+            "multinomial: p must be >= 0",
+            "multinomial: p must have a positive sum",
+            "multinomial: p has no category",
+        ),
+    ),
 }
 
 #: The checks NumPy's method makes after kiln's constraints: ``(C condition true for
@@ -208,17 +233,20 @@ def _loops(shape: list[str], body: list[str]) -> list[str]:
 
 def _draw_code(op: RandomVariable, node: Apply, io: NodeIO, draw: str) -> CCode:
     """Return the C body of the draw ``node`` (see the module docstring)."""
-    if op.core_ndim or any(op.inputs_sig):
+    vector = [i for i, sig in enumerate(op.inputs_sig) if sig]
+    if (op.core_ndim or vector) and type(op) not in VECTOR_DRAWS:
         raise NoCImplementation(f"{op}: the C backend draws scalar distributions only")
     if npyrandom_archive() is None:
         raise NoCImplementation(f"NumPy {np.__version__} ships no libnpyrandom to link")
+    if any(dtype_of(node.inputs[2 + i]) != "float64" for i in vector):
+        raise NoCImplementation(f"{op}: the C backend draws from float64 probability vectors")
     rng_in, size_in, *params = io.ins
     rng_out, out = io.outs
     batch = op.batch_ndim(node)
     static = [v.type.shape for v in node.inputs[2:]]  # type: ignore[attr-defined]
     ctypes = [CTYPE[dtype_of(v)] for v in node.inputs[2:]]
     name = op.name
-    lines = [f"int64_t sh[{max(batch, 1)}];"]
+    lines = [f"int64_t sh[{batch + 1}];"]
     if node.inputs[1].type.shape[0]:  # type: ignore[attr-defined]
         size_t = CTYPE[dtype_of(node.inputs[1])]
         for d in range(batch):
@@ -249,18 +277,27 @@ def _draw_code(op: RandomVariable, node: Apply, io: NodeIO, draw: str) -> CCode:
                     f"(long long){p}->shape[{d}], (long long)sh[{d}]);"
                 )
 
-    def element(i: int) -> str:
+    def base(i: int) -> str:
+        """Return the address of parameter ``i`` at the batch index (its core's first entry)."""
         offset = "".join(
             f" + j{d} * {params[i]}->strides[{d}]" for d in range(batch) if static[i][d] != 1
         )
-        return f"(*(const {ctypes[i]} *)({params[i]}->data{offset}))"
+        return f"({params[i]}->data{offset})"
+
+    def element(i: int) -> str:
+        return f"(*(const {ctypes[i]} *){base(i)})"
 
     def loads(text: str) -> list[str]:
-        return [
-            f"const {ctypes[i]} P_{n} = {element(i)};"
-            for i, n in enumerate(op.params)
-            if "{" + n + "}" in text
-        ]
+        out = []
+        for i, n in enumerate(op.params):
+            if "{" + n + "}" not in text:
+                continue
+            if i in vector:  # the core vector: its first entry's address and its stride
+                out.append(f"const char *P_{n} = {base(i)};")
+                out.append(f"const int64_t S_{n} = {params[i]}->strides[{batch}];")
+            else:
+                out.append(f"const {ctypes[i]} P_{n} = {element(i)};")
+        return out
 
     names = {n: f"P_{n}" for n in op.params}
     # The parameters' checks run over their broadcast, which is the batch where any
@@ -275,6 +312,10 @@ def _draw_code(op: RandomVariable, node: Apply, io: NodeIO, draw: str) -> CCode:
         fail = f"return kiln_fail(ctx, KILN_E_VALUE, {_c_string(message)});"
         test = f"if (!({condition.format(**names)})) {fail}"
         lines += _loops(check_shape, [*loads(condition), test])
+    if vector:  # the core vector's length, and the draw's core dimension
+        lines.append(f"const int64_t K = {params[vector[0]]}->shape[{batch}];")
+        if op.core_ndim:
+            lines.append(f"sh[{batch}] = K;")
     callback = GeneratorPointer(op.inplace).make_node(node.inputs[0])
     dtype = dtype_of(node.outputs[1])
     t = CTYPE[dtype]
@@ -287,14 +328,25 @@ def _draw_code(op: RandomVariable, node: Apply, io: NodeIO, draw: str) -> CCode:
         f"*{rng_out} = r[0];",
         "bitgen_t *bg = (bitgen_t *)(uintptr_t)*(const uint64_t *)r[1].data;",
         "kiln_release(&r[1]);",
-        f"if (kiln_alloc(ctx, {out}, {DTYPE_CODE[dtype]}, {batch}, sh)) return ctx->code;",
+        f"if (kiln_alloc(ctx, {out}, {DTYPE_CODE[dtype]}, {batch + op.core_ndim}, sh)) "
+        "return ctx->code;",
         f"{t} *o = ({t} *){out}->data;",
         "int64_t k = 0;",
     ]
     if "&binomial" in draw:
         lines += ["binomial_t binomial;", "memset(&binomial, 0, sizeof binomial);"]
-    value = f"o[k++] = ({t})({draw.format(**names)});"
-    lines += _loops([f"sh[{d}]" for d in range(batch)], [*loads(draw), value])
+    if vector:
+        call, per_draw, messages = VECTOR_DRAWS[type(op)]
+        vector_names = {**names, "p_stride": f"S_{op.params[vector[0]]}", "K": "K"}
+        fails = [
+            f"if (bad == {code}) return kiln_fail(ctx, KILN_E_VALUE, {_c_string(message)});"
+            for code, message in enumerate(messages, 1)
+        ]
+        body = [f"int bad = {call.format(**vector_names)};", *fails, f"k += {per_draw};"]
+        lines += _loops([f"sh[{d}]" for d in range(batch)], [*loads(call), *body])
+    else:
+        value = f"o[k++] = ({t})({draw.format(**names)});"
+        lines += _loops([f"sh[{d}]" for d in range(batch)], [*loads(draw), value])
     lines.append("return 0;")
     code = CCode.with_helpers("\n".join(lines), ())
     code.callbacks = (callback,)
@@ -312,4 +364,7 @@ def _register(op_class: type[RandomVariable], draw: str) -> None:
 
 for _op_class, _draw in DRAWS.items():
     _register(_op_class, _draw)
+for _op_class, _vector_draw in VECTOR_DRAWS.items():
+    _register(_op_class, _vector_draw[0])
 OBJECT_OPS.extend(DRAWS)
+OBJECT_OPS.extend(VECTOR_DRAWS)
