@@ -151,6 +151,8 @@ class TensorVariable(Variable):
         return _ops.transpose(self)
 
     def __add__(self, other: Any) -> Any:
+        if getattr(other, "__kiln_defers__", False):  # e.g. a GP covariance: its __radd__
+            return NotImplemented
         return _ops.add(self, other)
 
     def __radd__(self, other: Any) -> Any:
@@ -163,6 +165,8 @@ class TensorVariable(Variable):
         return _ops.sub(other, self)
 
     def __mul__(self, other: Any) -> Any:
+        if getattr(other, "__kiln_defers__", False):  # e.g. eta**2 * cov: the covariance's
+            return NotImplemented
         return _ops.mul(self, other)
 
     def __rmul__(self, other: Any) -> Any:

@@ -54,6 +54,7 @@ from kiln_graph import hessian as hessian
 from kiln_graph import jacobian as jacobian
 from kiln_graph.testing import verify_grad as verify_grad
 from kiln_model import *  # noqa: F403  (Model, the distributions, Data, ...: see kiln_model)
+from kiln_model import gp as gp
 from kiln_model import transforms as transforms
 from kiln_samplers import SamplingInterrupted as SamplingInterrupted
 from kiln_samplers import SamplingWarning as SamplingWarning

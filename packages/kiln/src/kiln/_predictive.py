@@ -321,7 +321,8 @@ def sample_posterior_predictive(
     var_names
         Observed variables and deterministics to draw (default: the observed
         variables); deterministics are recomputed (e.g. at new data); free variables
-        named are copied from the posterior.
+        named are copied from the posterior, or drawn given the posterior's values when
+        it has none of them (a ``gp.conditional`` added after sampling), as in PyMC.
     random_seed
         An int, a ``np.random.SeedSequence`` or None (fresh entropy).
     predictions
@@ -361,14 +362,21 @@ def sample_posterior_predictive(
     mode = _mode(backend, compile_kwargs)
     free = {v.name: v for v in m.free_variables}
     names = _predictive_names(m, var_names, free)
-    drawn = [n for n in names if n not in free]
-    copied = [n for n in names if n in free]
+    # A free variable the posterior lacks (a GP's conditional added after sampling) is
+    # drawn given the others, as PyMC does; the others named are copied.
+    held = {str(n) for n in post.data_vars}
+    resampled = {n for n in names if n in free and n not in held}
+    drawn = [n for n in names if n not in free or n in resampled]
+    copied = [n for n in names if n in free and n not in resampled]
 
     inputs = {
         name: kt.tensor(name, dtype=info.rv.dtype, shape=info.rv.type.shape)
         for name, info in free.items()
+        if name not in resampled
     }
-    replace: dict[Variable, Variable] = {info.rv: inputs[name] for name, info in free.items()}
+    replace: dict[Variable, Variable] = {
+        info.rv: inputs[name] for name, info in free.items() if name not in resampled
+    }
     outputs: list[TensorVariable] = []
     if drawn:
         outputs = list(graph_replace([m[n] for n in drawn], replace, strict=False))  # type: ignore[arg-type]

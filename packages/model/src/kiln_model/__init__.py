@@ -11,6 +11,7 @@ Examples
 """
 
 from kiln_model import _transforms as transforms  # noqa: F401  (kiln_model.transforms)
+from kiln_model import gp as gp  # Gaussian processes (kiln_model.gp)
 from kiln_model._autoregressive import AR as AR
 from kiln_model._autoregressive import GARCH11 as GARCH11
 from kiln_model._censored import Censored as Censored

@@ -1,0 +1,22 @@
+"""Gaussian processes, as PyMC's ``pm.gp``.
+
+``kl.gp.Latent`` and ``kl.gp.Marginal``, the covariances of ``kl.gp.cov`` and the mean
+functions of ``kl.gp.mean``.
+
+Examples
+--------
+>>> import numpy as np
+>>> import kiln as kl
+>>> X = np.linspace(0, 10, 30)[:, None]
+>>> with kl.Model():  # doctest: +SKIP
+...     ls = kl.Gamma("ls", 2, 1)
+...     eta = kl.HalfNormal("eta", 2)
+...     gp = kl.gp.Marginal(cov_func=eta**2 * kl.gp.cov.ExpQuad(1, ls=ls))
+...     gp.marginal_likelihood("y", X=X, y=np.sin(X[:, 0]), sigma=0.1)
+"""
+
+from kiln_model.gp import cov as cov
+from kiln_model.gp import mean as mean
+from kiln_model.gp._gp import Latent as Latent
+from kiln_model.gp._gp import Marginal as Marginal
+from kiln_model.gp._gp import stabilize as stabilize

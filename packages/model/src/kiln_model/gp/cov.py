@@ -1,0 +1,414 @@
+"""Covariance functions of Gaussian processes, with PyMC's names and arguments.
+
+``cov(X)`` is the ``(n, n)`` covariance of the rows of ``X`` (``(n, input_dim)``, or a
+vector for one input dimension), ``cov(X, Xs)`` the ``(n, m)`` cross-covariance and
+``cov(X, diag=True)`` its diagonal. ``active_dims`` picks the columns a covariance
+reads. Covariances combine as in PyMC: ``k1 + k2``, ``k1 * k2``, ``eta**2 * k`` (a
+number or a random variable scales it), ``k ** p``.
+
+Examples
+--------
+>>> import numpy as np
+>>> import kiln as kl
+>>> k = 2.0**2 * kl.gp.cov.ExpQuad(1, ls=0.5) + kl.gp.cov.WhiteNoise(0.1)
+>>> X = np.linspace(0, 1, 4)[:, None]
+>>> K = kl.draw(k(X))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kiln_graph import KilnTypeError, KilnValueError, TensorVariable
+from kiln_graph import tensor as kt
+
+__all__ = [
+    "Add",
+    "BaseCovariance",
+    "Combination",
+    "Constant",
+    "Cosine",
+    "Covariance",
+    "ExpQuad",
+    "Exponential",
+    "Exponentiated",
+    "Linear",
+    "Matern12",
+    "Matern32",
+    "Matern52",
+    "Periodic",
+    "Polynomial",
+    "Prod",
+    "RatQuad",
+    "Stationary",
+    "WhiteNoise",
+]
+
+
+def as_inputs(X: Any) -> TensorVariable:
+    """Return ``X`` as a float64 matrix of inputs (a vector is one input dimension)."""
+    x = kt.as_tensor(X, dtype="float64") if not isinstance(X, TensorVariable) else X
+    if x.ndim == 1:
+        return x[:, None]
+    if x.ndim != 2:
+        raise KilnValueError(
+            f"X: expected the inputs as an (n, input_dim) matrix, got {x.ndim} dimensions"
+        )
+    return x
+
+
+class BaseCovariance:
+    """Covariance algebra: ``+``, ``*`` (with numbers, tensors and covariances), ``**``."""
+
+    #: A tensor's ``+`` and ``*`` with a covariance defer to the covariance's.
+    __kiln_defers__ = True
+
+    def __call__(self, X: Any, Xs: Any = None, diag: bool = False) -> TensorVariable:
+        """Return the covariance of ``X`` (with ``Xs``), or its diagonal (``diag``)."""
+        if diag:
+            if Xs is not None:
+                raise KilnValueError("diag=True: give X only (the diagonal of cov(X))")
+            return self.diag(as_inputs(X))
+        X = as_inputs(X)
+        return self.full(X, None if Xs is None else as_inputs(Xs))
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the ``(n, m)`` covariance (``Xs`` None: ``Xs = X``)."""
+        raise NotImplementedError
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the ``(n,)`` diagonal of ``full(X)``."""
+        raise NotImplementedError
+
+    def __add__(self, other: Any) -> Add:
+        return Add([self, other])
+
+    __radd__ = __add__
+
+    def __mul__(self, other: Any) -> Prod:
+        return Prod([self, other])
+
+    __rmul__ = __mul__
+
+    def __pow__(self, power: Any) -> Exponentiated:
+        return Exponentiated(self, power)
+
+
+class Covariance(BaseCovariance):
+    """A covariance over ``input_dim`` columns of the inputs (``active_dims`` of them)."""
+
+    def __init__(self, input_dim: int, active_dims: Sequence[int] | None = None) -> None:
+        if not isinstance(input_dim, int | np.integer) or input_dim < 1:
+            raise KilnTypeError(f"input_dim: expected an int >= 1, got {input_dim!r}")
+        self.input_dim = int(input_dim)
+        if active_dims is None:
+            active_dims = range(self.input_dim)
+        self.active_dims = np.asarray(list(active_dims), dtype=np.int64)
+        if self.active_dims.ndim != 1 or len(self.active_dims) == 0:
+            raise KilnValueError(f"active_dims: expected column indices, got {active_dims!r}")
+
+    def _slice(
+        self, X: TensorVariable, Xs: TensorVariable | None
+    ) -> tuple[TensorVariable, TensorVariable | None]:
+        """Return the active columns of ``X`` and ``Xs``."""
+        cols = X.type.shape[1]
+        if cols is not None and cols < self.input_dim:
+            raise KilnValueError(
+                f"{type(self).__name__}: X has {cols} columns, fewer than input_dim="
+                f"{self.input_dim}"
+            )
+        if len(self.active_dims) == cols and np.array_equal(self.active_dims, np.arange(cols)):
+            return X, Xs
+        index = kt.constant(self.active_dims)
+        return X[:, index], None if Xs is None else Xs[:, index]
+
+
+def _n(X: TensorVariable) -> Any:
+    return X.shape[0]
+
+
+class Constant(BaseCovariance):
+    """``c`` everywhere."""
+
+    def __init__(self, c: Any) -> None:
+        self.c = c
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return ``c`` times a matrix of ones."""
+        m = _n(X) if Xs is None else _n(Xs)
+        return kt.alloc(kt.as_tensor(self.c, dtype="float64"), _n(X), m)
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return ``c`` times a vector of ones."""
+        return kt.alloc(kt.as_tensor(self.c, dtype="float64"), _n(X))
+
+
+class WhiteNoise(BaseCovariance):
+    """``sigma**2`` on the diagonal of ``cov(X)``; 0 between different point sets."""
+
+    def __init__(self, sigma: Any) -> None:
+        self.sigma = sigma
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return ``sigma**2 I`` (``Xs`` None), else zeros."""
+        if Xs is None:
+            return kt.as_tensor(self.sigma, dtype="float64") ** 2 * kt.eye(_n(X))
+        return kt.zeros((_n(X), _n(Xs)))
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return ``sigma**2`` times a vector of ones."""
+        return kt.alloc(kt.as_tensor(self.sigma, dtype="float64") ** 2, _n(X))
+
+
+class Stationary(Covariance):
+    """A function of the distance between inputs scaled by ``ls`` (or ``1 / ls_inv``)."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        ls: Any = None,
+        ls_inv: Any = None,
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, active_dims)
+        if (ls is None) == (ls_inv is None):
+            raise KilnTypeError(f"{type(self).__name__}: give exactly one of ls and ls_inv")
+        self.ls = (
+            kt.as_tensor(ls, dtype="float64")
+            if ls_inv is None
+            else 1.0 / kt.as_tensor(ls_inv, dtype="float64")
+        )
+
+    def square_dist(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the squared distances between the scaled rows (clipped at 0)."""
+        X, Xs = self._slice(X, Xs)
+        X = X / self.ls
+        x2 = kt.sum(X**2, axis=1)
+        if Xs is None:
+            d = -2.0 * kt.dot(X, X.T) + x2[:, None] + x2[None, :]
+        else:
+            Xs = Xs / self.ls
+            d = -2.0 * kt.dot(X, Xs.T) + x2[:, None] + kt.sum(Xs**2, axis=1)[None, :]
+        return kt.maximum(d, 0.0)
+
+    def euclidean_dist(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the distances between the scaled rows (``sqrt(d**2 + 1e-12)``, as PyMC)."""
+        return kt.sqrt(self.square_dist(X, Xs) + 1e-12)
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return ones: a stationary covariance is 1 at distance 0."""
+        return kt.alloc(kt.constant(1.0), _n(X))
+
+
+class ExpQuad(Stationary):
+    """Exponentiated quadratic: ``exp(-r**2 / 2)``."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return kt.exp(-0.5 * self.square_dist(X, Xs))
+
+
+class RatQuad(Stationary):
+    """Rational quadratic: ``(1 + r**2 / (2 alpha)) ** -alpha``."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        alpha: Any,
+        ls: Any = None,
+        ls_inv: Any = None,
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, ls, ls_inv, active_dims)
+        self.alpha = kt.as_tensor(alpha, dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return (1.0 + 0.5 * self.square_dist(X, Xs) / self.alpha) ** (-self.alpha)
+
+
+class Matern52(Stationary):
+    """Matérn 5/2: ``(1 + sqrt(5) r + 5 r**2 / 3) exp(-sqrt(5) r)``."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        r = self.euclidean_dist(X, Xs)
+        s5 = math.sqrt(5.0)
+        return (1.0 + s5 * r + 5.0 / 3.0 * r**2) * kt.exp(-s5 * r)
+
+
+class Matern32(Stationary):
+    """Matérn 3/2: ``(1 + sqrt(3) r) exp(-sqrt(3) r)``."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        r = self.euclidean_dist(X, Xs)
+        s3 = math.sqrt(3.0)
+        return (1.0 + s3 * r) * kt.exp(-s3 * r)
+
+
+class Matern12(Stationary):
+    """Matérn 1/2: ``exp(-r)``."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return kt.exp(-self.euclidean_dist(X, Xs))
+
+
+class Exponential(Stationary):
+    """Exponential, as PyMC defines it: ``exp(-r / 2)``."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return kt.exp(-0.5 * self.euclidean_dist(X, Xs))
+
+
+class Cosine(Stationary):
+    """Cosine: ``cos(2 pi r)``."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return kt.cos(2.0 * math.pi * self.euclidean_dist(X, Xs))
+
+
+class Periodic(Stationary):
+    """Periodic: ``exp(-sum_d (sin(pi (x_d - x'_d) / period) / ls_d)**2 / 2)``."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        period: Any,
+        ls: Any = None,
+        ls_inv: Any = None,
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, ls, ls_inv, active_dims)
+        self.period = kt.as_tensor(period, dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        X, Xs = self._slice(X, Xs)
+        Xs = X if Xs is None else Xs
+        r = math.pi * (X[:, None, :] - Xs[None, :, :]) / self.period
+        return kt.exp(-0.5 * kt.sum((kt.sin(r) / self.ls) ** 2, axis=2))
+
+
+class Linear(Covariance):
+    """Linear: ``(x - c) . (x' - c)``."""
+
+    def __init__(self, input_dim: int, c: Any, active_dims: Sequence[int] | None = None) -> None:
+        super().__init__(input_dim, active_dims)
+        self.c = kt.as_tensor(c, dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        X, Xs = self._slice(X, Xs)
+        Xc = X - self.c
+        return kt.dot(Xc, (Xc if Xs is None else Xs - self.c).T)
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return ``|x - c|**2`` per row."""
+        X, _ = self._slice(X, None)
+        return kt.sum((X - self.c) ** 2, axis=1)
+
+
+class Polynomial(Linear):
+    """Polynomial: ``((x - c) . (x' - c) + offset) ** d``."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        c: Any,
+        d: Any,
+        offset: Any,
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, c, active_dims)
+        self.d = kt.as_tensor(d, dtype="float64")
+        self.offset = kt.as_tensor(offset, dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return (super().full(X, Xs) + self.offset) ** self.d
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        return (super().diag(X) + self.offset) ** self.d
+
+
+class Combination(BaseCovariance):
+    """Covariances and factors (numbers, tensors) combined by :class:`Add` or :class:`Prod`."""
+
+    def __init__(self, factors: Sequence[Any]) -> None:
+        self.factors: list[Any] = []
+        for f in factors:
+            if isinstance(f, type(self)):  # flatten (a + b) + c
+                self.factors.extend(f.factors)
+            else:
+                self.factors.append(f)
+
+    def _values(self, X: TensorVariable, Xs: TensorVariable | None, diag: bool) -> list[Any]:
+        out = []
+        for f in self.factors:
+            if isinstance(f, BaseCovariance):
+                out.append(f.diag(X) if diag else f.full(X, Xs))
+            else:
+                value = kt.as_tensor(f, dtype="float64")
+                if value.ndim > 0:
+                    raise KilnValueError(
+                        f"{type(self).__name__}: a covariance combines with scalars only, got "
+                        f"a {value.ndim}-dimensional factor"
+                    )
+                out.append(value)
+        return out
+
+
+class Add(Combination):
+    """The sum of covariances (a number or a tensor adds to every entry)."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return _fold(self._values(X, Xs, False), kt.add)
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        return _fold(self._values(X, None, True), kt.add)
+
+
+class Prod(Combination):
+    """The elementwise product of covariances (a number or a tensor scales)."""
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return _fold(self._values(X, Xs, False), kt.mul)
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        return _fold(self._values(X, None, True), kt.mul)
+
+
+def _fold(values: list[Any], op: Any) -> TensorVariable:
+    out = values[0]
+    for v in values[1:]:
+        out = op(out, v)
+    return out  # type: ignore[no-any-return]
+
+
+class Exponentiated(BaseCovariance):
+    """A covariance raised elementwise to ``power``."""
+
+    def __init__(self, kernel: BaseCovariance, power: Any) -> None:
+        self.kernel = kernel
+        self.power = kt.as_tensor(power, dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return self.kernel.full(X, Xs) ** self.power
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        return self.kernel.diag(X) ** self.power

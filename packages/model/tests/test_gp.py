@@ -1,0 +1,217 @@
+"""kl.gp: covariances against NumPy, Marginal and Latent against the closed-form GP."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import kiln as kl
+import kiln_samplers as ks
+from kiln_graph import KilnTypeError, KilnValueError
+from kiln_graph import tensor as kt
+from kiln_graph.testing import verify_grad
+
+cov = kl.gp.cov
+RNG = np.random.default_rng(5)
+X = np.column_stack([np.linspace(0.0, 5.0, 9), RNG.uniform(-1, 1, 9)])
+XS = np.column_stack([np.linspace(-1.0, 6.0, 5), RNG.uniform(-1, 1, 5)])
+LS = np.array([0.7, 1.3])
+
+
+def _r2(a: np.ndarray, b: np.ndarray, ls: np.ndarray = LS) -> np.ndarray:
+    return (((a[:, None, :] - b[None, :, :]) / ls) ** 2).sum(-1)
+
+
+def _r(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sqrt(_r2(a, b) + 1e-12)
+
+
+def _periodic(a: np.ndarray, b: np.ndarray, period: float) -> np.ndarray:
+    s = np.sin(np.pi * (a[:, None, :] - b[None, :, :]) / period) / LS
+    return np.exp(-0.5 * (s**2).sum(-1))
+
+
+S5, S3 = np.sqrt(5.0), np.sqrt(3.0)
+#: Each covariance and its NumPy reference ``f(a, b)``.
+CASES = {
+    "ExpQuad": (cov.ExpQuad(2, ls=LS), lambda a, b: np.exp(-0.5 * _r2(a, b))),
+    "ExpQuad-ls_inv": (cov.ExpQuad(2, ls_inv=1 / LS), lambda a, b: np.exp(-0.5 * _r2(a, b))),
+    "RatQuad": (cov.RatQuad(2, alpha=1.5, ls=LS), lambda a, b: (1 + _r2(a, b) / 3.0) ** -1.5),
+    "Matern52": (
+        cov.Matern52(2, ls=LS),
+        lambda a, b: (1 + S5 * _r(a, b) + 5 / 3 * _r(a, b) ** 2) * np.exp(-S5 * _r(a, b)),
+    ),
+    "Matern32": (
+        cov.Matern32(2, ls=LS),
+        lambda a, b: (1 + S3 * _r(a, b)) * np.exp(-S3 * _r(a, b)),
+    ),
+    "Matern12": (cov.Matern12(2, ls=LS), lambda a, b: np.exp(-_r(a, b))),
+    "Exponential": (cov.Exponential(2, ls=LS), lambda a, b: np.exp(-0.5 * _r(a, b))),
+    "Cosine": (cov.Cosine(2, ls=LS), lambda a, b: np.cos(2 * np.pi * _r(a, b))),
+    "Periodic": (cov.Periodic(2, period=2.5, ls=LS), lambda a, b: _periodic(a, b, 2.5)),
+    "Linear": (cov.Linear(2, c=0.5), lambda a, b: (a - 0.5) @ (b - 0.5).T),
+    "Polynomial": (
+        cov.Polynomial(2, c=0.5, d=3, offset=1.0),
+        lambda a, b: ((a - 0.5) @ (b - 0.5).T + 1.0) ** 3,
+    ),
+    "Constant": (cov.Constant(2.5), lambda a, b: np.full((len(a), len(b)), 2.5)),
+    "active_dims": (
+        cov.ExpQuad(2, ls=0.7, active_dims=[0]),
+        lambda a, b: np.exp(-0.5 * _r2(a[:, :1], b[:, :1], np.array([0.7]))),
+    ),
+    "scaled-sum": (
+        4.0 * cov.ExpQuad(2, ls=LS) + cov.Linear(2, c=0.0) * 0.5 + 1.0,
+        lambda a, b: 4 * np.exp(-0.5 * _r2(a, b)) + 0.5 * a @ b.T + 1.0,
+    ),
+    "product-power": (
+        (cov.Matern32(2, ls=LS) * cov.Periodic(2, period=3.0, ls=LS)) ** 2,
+        lambda a, b: (
+            (
+                (1 + S3 * _r(a, b))
+                * np.exp(-S3 * _r(a, b))
+                * np.exp(
+                    -0.5
+                    * ((np.sin(np.pi * (a[:, None, :] - b[None, :, :]) / 3.0) / LS) ** 2).sum(-1)
+                )
+            )
+            ** 2
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_covariance_matches_numpy(name: str) -> None:
+    k, ref = CASES[name]
+    full, cross, diag = kl.draw([k(X), k(X, XS), k(X, diag=True)])
+    np.testing.assert_allclose(full, ref(X, X), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(cross, ref(X, XS), rtol=1e-10, atol=1e-12)
+    # a stationary covariance's diagonal is its value at distance 0, exactly (as PyMC's);
+    # the full matrix's distances carry PyMC's sqrt(d**2 + 1e-12), 1e-6 off at d = 0
+    np.testing.assert_allclose(diag, np.diag(ref(X, X)), rtol=1e-10, atol=2e-6)
+
+
+def test_white_noise_is_on_the_diagonal_only() -> None:
+    k = cov.WhiteNoise(0.3)
+    full, cross, diag = kl.draw([k(X), k(X, XS), k(X, diag=True)])
+    np.testing.assert_array_equal(full, 0.09 * np.eye(9))
+    np.testing.assert_array_equal(cross, np.zeros((9, 5)))
+    np.testing.assert_array_equal(diag, np.full(9, 0.09))
+
+
+@pytest.mark.parametrize("name", ["ExpQuad", "Matern52", "Matern32", "Periodic", "RatQuad"])
+def test_gradients_in_the_hyperparameters_match_finite_differences(name: str) -> None:
+    """d/d ls of a quadratic form of K, at distances 0 (the diagonal) and beyond."""
+    weights = RNG.normal(size=(9, 9))
+
+    def build(ls: kt.TensorVariable) -> kt.TensorVariable:
+        k = {
+            "ExpQuad": cov.ExpQuad(2, ls=ls),
+            "Matern52": cov.Matern52(2, ls=ls),
+            "Matern32": cov.Matern32(2, ls=ls),
+            "Periodic": cov.Periodic(2, period=2.5, ls=ls),
+            "RatQuad": cov.RatQuad(2, alpha=1.5, ls=ls),
+        }[name]
+        return kt.sum(k(X) * weights)
+
+    verify_grad(build, [LS], rtol=1e-5, atol=1e-7)
+
+
+Y1 = np.sin(X[:, 0]) + 0.2 * RNG.normal(size=9)
+
+
+def _k(ls: float, eta: float = 1.0) -> np.ndarray:
+    return eta**2 * np.exp(-0.5 * _r2(X[:, :1], X[:, :1], np.array([ls])))
+
+
+@pytest.mark.parametrize(("ls", "sigma"), [(0.5, 0.3), (2.0, 0.05)])
+def test_marginal_likelihood_is_the_closed_form_evidence(ls: float, sigma: float) -> None:
+    with kl.Model() as m:
+        eta = kl.HalfNormal("eta", 2.0)
+        gp = kl.gp.Marginal(
+            mean_func=kl.gp.mean.Constant(0.4), cov_func=eta**2 * cov.ExpQuad(1, ls=ls)
+        )
+        gp.marginal_likelihood("y", X=X[:, :1], y=Y1, sigma=sigma)
+    logp = m.compile_logp(jacobian=False)
+    for eta_value in (0.5, 1.7):
+        K = _k(ls, eta_value) + (sigma**2 + 1e-6) * np.eye(9)
+        want = stats.multivariate_normal(np.full(9, 0.4), K).logpdf(Y1)
+        want += stats.halfnorm(scale=2.0).logpdf(eta_value)
+        got = logp({"eta_log__": np.log(eta_value)})
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def _posterior(ls: float, sigma: float, xnew: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the closed-form GP posterior mean and covariance of f at ``xnew``."""
+    x = X[:, :1]
+    K = _k(ls) + sigma**2 * np.eye(9)
+    Ks = np.exp(-0.5 * _r2(x, xnew, np.array([ls])))
+    Kss = np.exp(-0.5 * _r2(xnew, xnew, np.array([ls])))
+    mean = Ks.T @ np.linalg.solve(K, Y1)
+    return mean, Kss - Ks.T @ np.linalg.solve(K, Ks)
+
+
+def test_marginal_conditional_draws_the_closed_form_posterior() -> None:
+    xnew = np.linspace(-0.5, 5.5, 4)[:, None]
+    with kl.Model():
+        gp = kl.gp.Marginal(cov_func=cov.ExpQuad(1, ls=0.8))
+        gp.marginal_likelihood("y", X=X[:, :1], y=Y1, sigma=0.2)
+        f_new = gp.conditional("f_new", xnew)
+        y_new = gp.conditional("y_new", xnew, pred_noise=True)
+    mean, var = _posterior(0.8, 0.2, xnew)
+    n = 20_000
+    f, y = kl.draw([f_new, y_new], draws=n, random_seed=3)
+    for d, v in ((f, var), (y, var + 0.04 * np.eye(4))):
+        sd = np.sqrt(np.diag(v))
+        assert np.all(np.abs(d.mean(0) - mean) < 5 * sd / np.sqrt(n))
+        np.testing.assert_allclose(np.cov(d.T), v, atol=5 * np.outer(sd, sd).max() * np.sqrt(2 / n))
+
+
+def test_latent_posterior_and_conditional_match_the_closed_form() -> None:
+    """F ~ GP, y ~ Normal(f, sigma): f's posterior at X and at new points is Gaussian."""
+    xnew = np.array([[2.3], [6.0]])
+    with kl.Model() as model:
+        gp = kl.gp.Latent(cov_func=cov.ExpQuad(1, ls=0.8))
+        f = gp.prior("f", X=X[:, :1])
+        kl.Normal("y", f, 0.2, observed=Y1)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ks.SamplingWarning)
+        idata = kl.sample(
+            draws=1500, tune=1000, chains=2, random_seed=2, progressbar=False, backend="numba"
+        )
+    draws = idata["posterior"]["f"].values.reshape(-1, 9)
+    mean, cov_f = _posterior(0.8, 0.2, X[:, :1])
+    sd = np.sqrt(np.diag(cov_f))
+    # within 6 Monte Carlo standard errors at an effective size of 1000 draws
+    assert np.all(np.abs(draws.mean(0) - mean) < 6 * sd / np.sqrt(1000)), (draws.mean(0), mean)
+    np.testing.assert_allclose(draws.std(0), sd, rtol=0.15)
+    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    with model:
+        gp.conditional("f_new", xnew)
+        pred = kl.sample_posterior_predictive(idata, var_names=["f_new"], random_seed=4)
+    got = pred["posterior_predictive"]["f_new"].values.reshape(-1, 2)
+    mean_new, cov_new = _posterior(0.8, 0.2, xnew)
+    sd_new = np.sqrt(np.diag(cov_new))
+    assert np.all(np.abs(got.mean(0) - mean_new) < 6 * sd_new / np.sqrt(1000)), (
+        got.mean(0),
+        mean_new,
+    )
+    np.testing.assert_allclose(got.std(0), sd_new, rtol=0.15)
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(KilnTypeError, match="cov_func: expected a covariance"):
+        kl.gp.Marginal(cov_func=np.eye(3))
+    with pytest.raises(KilnTypeError, match="exactly one of ls and ls_inv"):
+        cov.ExpQuad(1)
+    with pytest.raises(KilnTypeError, match="input_dim"):
+        cov.Matern52(0, ls=1.0)
+    with kl.Model(), pytest.raises(KilnTypeError, match="give sigma"):
+        kl.gp.Marginal(cov_func=cov.ExpQuad(1, ls=1.0)).marginal_likelihood("y", X=X[:, :1], y=Y1)
+    with kl.Model(), pytest.raises(KilnValueError, match="call prior"):
+        kl.gp.Latent(cov_func=cov.ExpQuad(1, ls=1.0)).conditional("f", X[:, :1])
+    with pytest.raises(KilnValueError, match="fewer than input_dim"):
+        cov.ExpQuad(3, ls=1.0)(X)
