@@ -83,6 +83,87 @@ CASES = {
 }
 
 
+W = np.array([[1.0, 0.5], [-0.3, 0.8], [0.2, 0.1]])
+KAPPA = np.array([0.5, 1.0, 2.0])
+B = W @ W.T + np.diag(KAPPA)
+GROUPS = np.column_stack([np.linspace(0, 1, 9), np.arange(9) % 3])
+GROUPS_S = np.column_stack([np.linspace(0, 1, 5), np.array([2, 0, 1, 1, 0])])
+
+
+def _wrapped(a: np.ndarray, b: np.ndarray, period: float) -> np.ndarray:
+    s = np.sin(np.pi * (a[:, None, :] - b[None, :, :]) / period) / LS
+    r = np.sqrt((s**2).sum(-1) + 1e-12)
+    return (1 + S5 * r + 5 / 3 * r**2) * np.exp(-S5 * r)
+
+
+def _circular(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    c = 3.0 / 2
+    t = np.abs(np.mod(a[:, :1] - b[:, :1].T + c, 3.0) - c)
+    return (1 + 4 * t / c) * np.clip(1 - t / c, 0, None) ** 4
+
+
+def _gibbs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    rx, rz = 0.5 + a[:, 0] ** 2, 0.5 + b[:, 0] ** 2
+    total = rx[:, None] ** 2 + rz[None, :] ** 2
+    d2 = (a[:, :1] - b[:, :1].T) ** 2
+    return np.sqrt(2 * np.outer(rx, rz) / total) * np.exp(-d2 / total)
+
+
+MORE = {
+    "WrappedPeriodic": (
+        cov.WrappedPeriodic(cov.Matern52(2, ls=LS), period=2.0),
+        lambda a, b: _wrapped(a, b, 2.0),
+        X,
+        XS,
+    ),
+    "Circular": (cov.Circular(1, period=3.0, active_dims=[0]), _circular, X, XS),
+    "ScaledCov": (
+        cov.ScaledCov(2, cov.ExpQuad(2, ls=LS), lambda x, k: kt.exp(k * x[:, 0]), args=(0.3,)),
+        lambda a, b: (
+            np.outer(np.exp(0.3 * a[:, 0]), np.exp(0.3 * b[:, 0])) * np.exp(-0.5 * _r2(a, b))
+        ),
+        X,
+        XS,
+    ),
+    "WarpedInput": (
+        cov.WarpedInput(2, cov.ExpQuad(2, ls=LS), lambda x: x**2),
+        lambda a, b: np.exp(-0.5 * _r2(a**2, b**2)),
+        X,
+        XS,
+    ),
+    "Gibbs": (
+        cov.Gibbs(1, lambda x: 0.5 + x[:, 0] ** 2, active_dims=[0]),
+        _gibbs,
+        X,
+        XS,
+    ),
+    "Coregion": (
+        cov.Coregion(2, W=W, kappa=KAPPA, active_dims=[1]),
+        lambda a, b: B[a[:, 1].astype(int)][:, b[:, 1].astype(int)],
+        GROUPS,
+        GROUPS_S,
+    ),
+    "Kron": (
+        cov.Kron([cov.ExpQuad(1, ls=0.7), cov.Coregion(1, B=B)]),
+        lambda a, b: (
+            np.exp(-0.5 * _r2(a[:, :1], b[:, :1], np.array([0.7])))
+            * B[a[:, 1].astype(int)][:, b[:, 1].astype(int)]
+        ),
+        GROUPS,
+        GROUPS_S,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_more_covariances_match_numpy(name: str) -> None:
+    k, ref, x, xs = MORE[name]
+    full, cross, diag = kl.draw([k(x), k(x, xs), k(x, diag=True)])
+    np.testing.assert_allclose(full, ref(x, x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(cross, ref(x, xs), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(diag, np.diag(ref(x, x)), rtol=1e-10, atol=2e-6)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_covariance_matches_numpy(name: str) -> None:
     k, ref = CASES[name]

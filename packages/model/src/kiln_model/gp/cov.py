@@ -29,13 +29,17 @@ from kiln_graph import tensor as kt
 __all__ = [
     "Add",
     "BaseCovariance",
+    "Circular",
     "Combination",
     "Constant",
+    "Coregion",
     "Cosine",
     "Covariance",
     "ExpQuad",
     "Exponential",
     "Exponentiated",
+    "Gibbs",
+    "Kron",
     "Linear",
     "Matern12",
     "Matern32",
@@ -44,8 +48,11 @@ __all__ = [
     "Polynomial",
     "Prod",
     "RatQuad",
+    "ScaledCov",
     "Stationary",
+    "WarpedInput",
     "WhiteNoise",
+    "WrappedPeriodic",
 ]
 
 
@@ -199,17 +206,30 @@ class Stationary(Covariance):
         """Return the distances between the scaled rows (``sqrt(d**2 + 1e-12)``, as PyMC)."""
         return kt.sqrt(self.square_dist(X, Xs) + 1e-12)
 
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix: :meth:`full_from_distance` of the distances."""
+        return self.full_from_distance(self.square_dist(X, Xs), squared=True)
+
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the scaled distances ``dist`` (squared ones: ``squared``)."""
+        raise NotImplementedError
+
     def diag(self, X: TensorVariable) -> TensorVariable:
         """Return ones: a stationary covariance is 1 at distance 0."""
         return kt.alloc(kt.constant(1.0), _n(X))
 
 
+def _distance(dist: TensorVariable, squared: bool) -> TensorVariable:
+    """Return the distance from a squared one as PyMC does (``sqrt(d**2 + 1e-12)``)."""
+    return kt.sqrt(dist + 1e-12) if squared else dist
+
+
 class ExpQuad(Stationary):
     """Exponentiated quadratic: ``exp(-r**2 / 2)``."""
 
-    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the covariance matrix."""
-        return kt.exp(-0.5 * self.square_dist(X, Xs))
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the (squared) scaled distances ``dist``."""
+        return kt.exp(-0.5 * (dist if squared else dist**2))
 
 
 class RatQuad(Stationary):
@@ -226,17 +246,18 @@ class RatQuad(Stationary):
         super().__init__(input_dim, ls, ls_inv, active_dims)
         self.alpha = kt.as_tensor(alpha, dtype="float64")
 
-    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the covariance matrix."""
-        return (1.0 + 0.5 * self.square_dist(X, Xs) / self.alpha) ** (-self.alpha)
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the (squared) scaled distances ``dist``."""
+        r2 = dist if squared else dist**2
+        return (1.0 + 0.5 * r2 / self.alpha) ** (-self.alpha)
 
 
 class Matern52(Stationary):
     """Matérn 5/2: ``(1 + sqrt(5) r + 5 r**2 / 3) exp(-sqrt(5) r)``."""
 
-    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the covariance matrix."""
-        r = self.euclidean_dist(X, Xs)
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the (squared) scaled distances ``dist``."""
+        r = _distance(dist, squared)
         s5 = math.sqrt(5.0)
         return (1.0 + s5 * r + 5.0 / 3.0 * r**2) * kt.exp(-s5 * r)
 
@@ -244,9 +265,9 @@ class Matern52(Stationary):
 class Matern32(Stationary):
     """Matérn 3/2: ``(1 + sqrt(3) r) exp(-sqrt(3) r)``."""
 
-    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the covariance matrix."""
-        r = self.euclidean_dist(X, Xs)
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the (squared) scaled distances ``dist``."""
+        r = _distance(dist, squared)
         s3 = math.sqrt(3.0)
         return (1.0 + s3 * r) * kt.exp(-s3 * r)
 
@@ -254,25 +275,25 @@ class Matern32(Stationary):
 class Matern12(Stationary):
     """Matérn 1/2: ``exp(-r)``."""
 
-    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the covariance matrix."""
-        return kt.exp(-self.euclidean_dist(X, Xs))
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the (squared) scaled distances ``dist``."""
+        return kt.exp(-_distance(dist, squared))
 
 
 class Exponential(Stationary):
     """Exponential, as PyMC defines it: ``exp(-r / 2)``."""
 
-    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the covariance matrix."""
-        return kt.exp(-0.5 * self.euclidean_dist(X, Xs))
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the (squared) scaled distances ``dist``."""
+        return kt.exp(-0.5 * _distance(dist, squared))
 
 
 class Cosine(Stationary):
     """Cosine: ``cos(2 pi r)``."""
 
-    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the covariance matrix."""
-        return kt.cos(2.0 * math.pi * self.euclidean_dist(X, Xs))
+    def full_from_distance(self, dist: TensorVariable, squared: bool = False) -> TensorVariable:
+        """Return the covariance at the (squared) scaled distances ``dist``."""
+        return kt.cos(2.0 * math.pi * _distance(dist, squared))
 
 
 class Periodic(Stationary):
@@ -412,3 +433,218 @@ class Exponentiated(BaseCovariance):
     def diag(self, X: TensorVariable) -> TensorVariable:
         """Return the diagonal."""
         return self.kernel.diag(X) ** self.power
+
+
+class WrappedPeriodic(Covariance):
+    """A stationary covariance of the wrapped distance ``sin(pi (x - x') / period)``."""
+
+    def __init__(self, cov_func: Stationary, period: Any) -> None:
+        if not isinstance(cov_func, Stationary):
+            raise KilnTypeError(
+                f"cov_func: expected a stationary covariance, got {type(cov_func).__name__}"
+            )
+        super().__init__(cov_func.input_dim, cov_func.active_dims.tolist())
+        self.cov_func = cov_func
+        self.period = kt.as_tensor(period, dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        X, Xs = self._slice(X, Xs)
+        Xs = X if Xs is None else Xs
+        r = math.pi * (X[:, None, :] - Xs[None, :, :]) / self.period
+        r2 = kt.sum((kt.sin(r) / self.cov_func.ls) ** 2, axis=2)
+        return self.cov_func.full_from_distance(r2, squared=True)
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return ones."""
+        return kt.alloc(kt.constant(1.0), _n(X))
+
+
+class Circular(Covariance):
+    """Weinland's covariance of the geodesic distance on a circle of ``period`` (1-d)."""
+
+    def __init__(
+        self, input_dim: int, period: Any, tau: Any = 4, active_dims: Sequence[int] | None = None
+    ) -> None:
+        super().__init__(input_dim, active_dims)
+        self.c = kt.as_tensor(period, dtype="float64") / 2.0
+        self.tau = kt.as_tensor(tau, dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        X, Xs = self._slice(X, Xs)
+        Xs = X if Xs is None else Xs
+        period = 2.0 * self.c
+        t = kt.abs(kt.mod(X - Xs.T + self.c, period) - self.c)
+        return (1.0 + self.tau * t / self.c) * kt.maximum(1.0 - t / self.c, 0.0) ** self.tau
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return ones."""
+        return kt.alloc(kt.constant(1.0), _n(X))
+
+
+class ScaledCov(Covariance):
+    """``s(x) k(x, x') s(x')`` for a scaling function ``s(X, *args) -> (n,)``."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        cov_func: BaseCovariance,
+        scaling_func: Any,
+        args: tuple[Any, ...] = (),
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, active_dims)
+        if not callable(scaling_func):
+            raise KilnTypeError(f"scaling_func: expected a function, got {scaling_func!r}")
+        self.cov_func, self.scaling_func, self.args = cov_func, scaling_func, tuple(args)
+
+    def _scale(self, X: TensorVariable) -> TensorVariable:
+        X, _ = self._slice(X, None)
+        return kt.as_tensor(self.scaling_func(X, *self.args), dtype="float64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        sx = self._scale(X)
+        ss = sx if Xs is None else self._scale(Xs)
+        return sx[:, None] * self.cov_func.full(X, Xs) * ss[None, :]
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        return self._scale(X) ** 2 * self.cov_func.diag(X)
+
+
+class WarpedInput(Covariance):
+    """``k(w(x), w(x'))`` for a warping function ``w(X, *args) -> (n, d)``."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        cov_func: BaseCovariance,
+        warp_func: Any,
+        args: tuple[Any, ...] = (),
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, active_dims)
+        if not callable(warp_func):
+            raise KilnTypeError(f"warp_func: expected a function, got {warp_func!r}")
+        self.cov_func, self.warp_func, self.args = cov_func, warp_func, tuple(args)
+
+    def _warp(self, X: TensorVariable) -> TensorVariable:
+        X, _ = self._slice(X, None)
+        return as_inputs(self.warp_func(X, *self.args))
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        return self.cov_func.full(self._warp(X), None if Xs is None else self._warp(Xs))
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        return self.cov_func.diag(self._warp(X))
+
+
+class Gibbs(Covariance):
+    """Gibbs's covariance with an input-dependent length scale ``l(X, *args) -> (n,)`` (1-d)."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        lengthscale_func: Any,
+        args: tuple[Any, ...] = (),
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, active_dims)
+        if self.input_dim != 1 or len(self.active_dims) != 1:
+            raise KilnValueError("Gibbs: one input dimension only (input_dim=1)")
+        if not callable(lengthscale_func):
+            raise KilnTypeError(f"lengthscale_func: expected a function, got {lengthscale_func!r}")
+        self.lfunc, self.args = lengthscale_func, tuple(args)
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        X, Xs = self._slice(X, Xs)
+        Xs = X if Xs is None else Xs
+        rx = kt.as_tensor(self.lfunc(X, *self.args), dtype="float64").flatten()
+        rz = kt.as_tensor(self.lfunc(Xs, *self.args), dtype="float64").flatten()
+        r2 = (X - Xs.T) ** 2
+        total = rx[:, None] ** 2 + rz[None, :] ** 2
+        return kt.sqrt(2.0 * rx[:, None] * rz[None, :] / total) * kt.exp(-r2 / total)
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return ones."""
+        return kt.alloc(kt.constant(1.0), _n(X))
+
+
+class Coregion(Covariance):
+    """``B[i, j]`` between the integer groups ``i``, ``j`` in one input column.
+
+    ``B = W W^T + diag(kappa)`` (or ``B`` given), as PyMC's coregionalization matrix.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        W: Any = None,  # noqa: N803 (PyMC's name)
+        kappa: Any = None,
+        B: Any = None,  # noqa: N803
+        active_dims: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(input_dim, active_dims)
+        if len(self.active_dims) != 1:
+            raise KilnValueError("Coregion: one active dimension (the group index column)")
+        if B is None:
+            if W is None or kappa is None:
+                raise KilnTypeError("Coregion: give W and kappa, or B")
+            W_t = kt.as_tensor(W, dtype="float64")
+            kappa_t = kt.as_tensor(kappa, dtype="float64")
+            B = kt.dot(W_t, W_t.T) + kt.eye(W_t.shape[0]) * kappa_t  # + diag(kappa)
+        elif W is not None or kappa is not None:
+            raise KilnTypeError("Coregion: give W and kappa, or B, not both")
+        self.B = kt.as_tensor(B, dtype="float64")
+
+    def _index(self, X: TensorVariable) -> TensorVariable:
+        X, _ = self._slice(X, None)
+        return kt.cast(X[:, 0], "int64")
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        i = self._index(X)
+        j = i if Xs is None else self._index(Xs)
+        return self.B[i[:, None], j[None, :]]
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        i = self._index(X)
+        return self.B[i, i]
+
+
+class Kron(Covariance):
+    """The product of covariances, each over its own consecutive block of input columns.
+
+    On the Cartesian product of the factors' inputs this is their Kronecker product.
+    """
+
+    def __init__(self, factor_list: Sequence[Covariance]) -> None:
+        self.factor_list = list(factor_list)
+        if not self.factor_list or not all(isinstance(f, Covariance) for f in self.factor_list):
+            raise KilnTypeError("Kron: expected a list of covariances (with input_dim)")
+        self.input_dims = [f.input_dim for f in self.factor_list]
+        super().__init__(sum(self.input_dims))
+
+    def _blocks(self, X: TensorVariable) -> list[TensorVariable]:
+        edges = np.cumsum([0, *self.input_dims])
+        return [X[:, int(a) : int(b)] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+    def full(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
+        """Return the covariance matrix."""
+        xs = self._blocks(X)
+        ys = [None] * len(xs) if Xs is None else self._blocks(Xs)
+        return _fold(
+            [f.full(a, b) for f, a, b in zip(self.factor_list, xs, ys, strict=True)], kt.mul
+        )
+
+    def diag(self, X: TensorVariable) -> TensorVariable:
+        """Return the diagonal."""
+        return _fold(
+            [f.diag(a) for f, a in zip(self.factor_list, self._blocks(X), strict=True)], kt.mul
+        )
