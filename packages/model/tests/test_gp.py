@@ -283,6 +283,74 @@ def test_latent_posterior_and_conditional_match_the_closed_form() -> None:
     np.testing.assert_allclose(got.std(0), sd_new, rtol=0.15)
 
 
+@pytest.mark.parametrize(
+    ("kernel", "ref", "m", "tol"),
+    [
+        (cov.ExpQuad(1, ls=0.8), lambda r: np.exp(-0.5 * r**2), (20, 50), (0.01, 1e-9)),
+        (
+            cov.Matern52(1, ls=0.8),
+            lambda r: (1 + S5 * r + 5 / 3 * r**2) * np.exp(-S5 * r),
+            (20, 100),
+            (0.1, 1e-4),
+        ),
+        (
+            cov.Matern32(1, ls=0.8),
+            lambda r: (1 + S3 * r) * np.exp(-S3 * r),
+            (20, 100),
+            (0.2, 3e-3),
+        ),
+    ],
+    ids=["ExpQuad", "Matern52", "Matern32"],
+)
+def test_hsgp_approaches_the_exact_covariance_as_m_grows(kernel, ref, m, tol) -> None:
+    """``phi diag(psd) phi^T`` against the exact covariance: the error falls with m."""
+    x = np.linspace(-3, 5, 120)[:, None]
+    exact = 2.0 * ref(np.abs(x - x.T) / 0.8)
+    errors = []
+    for k in m:
+        phi, sqrt_psd = kl.gp.HSGP(m=[k], c=2.0, cov_func=2.0 * kernel).prior_linearized(x)
+        p, s = kl.draw([phi, sqrt_psd])
+        errors.append(np.abs(p @ np.diag(s**2) @ p.T - exact).max())
+    assert errors[1] < errors[0] / 10 and errors[0] < tol[0] and errors[1] < tol[1], errors
+
+
+def test_hsgp_in_two_dimensions_is_the_product_basis() -> None:
+    x = np.column_stack([np.linspace(-2, 2, 40), np.sin(np.linspace(0, 6, 40))])
+    ls = np.array([0.9, 0.6])
+    exact = np.exp(-0.5 * _r2(x, x, ls))
+    gp = kl.gp.HSGP(m=[30, 30], c=2.5, cov_func=cov.ExpQuad(2, ls=ls))
+    p, s = kl.draw(list(gp.prior_linearized(x)))
+    assert p.shape == (40, 900)
+    np.testing.assert_allclose(p @ np.diag(s**2) @ p.T, exact, atol=1e-5)
+
+
+def test_an_hsgp_of_2000_points_samples_and_predicts() -> None:
+    """F ~ HSGP at 2,000 points, y ~ Normal(f, 0.3): the posterior mean follows the truth."""
+    rng = np.random.default_rng(8)
+    x = np.sort(rng.uniform(0, 10, 2000))[:, None]
+    truth = np.sin(x[:, 0]) + 0.5 * np.cos(2.5 * x[:, 0])
+    y = truth + 0.3 * rng.normal(size=2000)
+    xnew = np.array([[2.5], [7.5]])
+    with kl.Model() as model:
+        ls = kl.Gamma("ls", 4.0, 4.0)
+        eta = kl.HalfNormal("eta", 1.5)
+        gp = kl.gp.HSGP(m=[40], c=1.3, cov_func=eta**2 * cov.Matern52(1, ls=ls))
+        f = gp.prior("f", X=x)
+        kl.Normal("y", f, 0.3, observed=y)
+        gp.conditional("f_new", xnew)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ks.SamplingWarning)
+        idata = kl.sample(
+            draws=300, tune=300, chains=2, random_seed=5, progressbar=False, backend="numba"
+        )
+    assert idata["posterior"]["f_hsgp_coeffs"].shape == (2, 300, 40)
+    mean_f = idata["posterior"]["f"].values.mean(axis=(0, 1))
+    assert np.sqrt(np.mean((mean_f - truth) ** 2)) < 0.06
+    new = idata["posterior"]["f_new"].values.mean(axis=(0, 1))
+    want = np.sin(xnew[:, 0]) + 0.5 * np.cos(2.5 * xnew[:, 0])
+    np.testing.assert_allclose(new, want, atol=0.15)
+
+
 def test_bad_arguments_are_named() -> None:
     with pytest.raises(KilnTypeError, match="cov_func: expected a covariance"):
         kl.gp.Marginal(cov_func=np.eye(3))
@@ -296,3 +364,7 @@ def test_bad_arguments_are_named() -> None:
         kl.gp.Latent(cov_func=cov.ExpQuad(1, ls=1.0)).conditional("f", X[:, :1])
     with pytest.raises(KilnValueError, match="fewer than input_dim"):
         cov.ExpQuad(3, ls=1.0)(X)
+    with pytest.raises(KilnValueError, match="has no power spectral density"):
+        kl.gp.HSGP(m=[10], cov_func=cov.Periodic(1, period=1.0, ls=1.0)).prior_linearized(X[:, :1])
+    with pytest.raises(KilnValueError, match="2 entries for 1 active"):
+        kl.gp.HSGP(m=[10, 10], cov_func=cov.ExpQuad(1, ls=1.0))

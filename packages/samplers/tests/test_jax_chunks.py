@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -136,6 +137,7 @@ def test_a_stopped_run_keeps_the_first_draws_of_the_uninterrupted_run(monkeypatc
     whole, _ = ENGINES[engine](JaxGaussian(), **RUN)
     seen = {0: 0, 1: 0}  # chunks of draws per chain (the chains' threads run apart)
     lock = threading.Lock()
+    sent = threading.Event()
     main = threading.main_thread().ident
 
     class Interrupting(ks._progress.Progress):
@@ -148,6 +150,13 @@ def test_a_stopped_run_keeps_the_first_draws_of_the_uninterrupted_run(monkeypatc
                         seen[chain] += 1
                         if min(seen.values()) == 3 and seen[chain] == 3:
                             signal.pthread_kill(main, signal.SIGINT)
+                            sent.set()
+                    if seen[chain] == 3:
+                        # each chain waits here once, until a second after the signal,
+                        # so that the main thread takes it before a fast chain runs to
+                        # its end (a loaded machine delays the main thread)
+                        sent.wait(30)
+                        time.sleep(1.0)
                 update(n, stats, tuning)
 
             return watch

@@ -20,3 +20,4 @@ from kiln_model.gp import mean as mean
 from kiln_model.gp._gp import Latent as Latent
 from kiln_model.gp._gp import Marginal as Marginal
 from kiln_model.gp._gp import stabilize as stabilize
+from kiln_model.gp._hsgp import HSGP as HSGP
