@@ -16,7 +16,6 @@ from arviz_stats import ess, rhat
 from scipy import special, stats
 
 import kiln_samplers as ks
-from kiln_samplers._compound import _run
 from kiln_samplers._progress import Progress
 from kiln_samplers._steps import tune_scaling
 
@@ -227,7 +226,7 @@ def test_a_stop_request_returns_what_was_drawn():
             return update
 
     seeds = ks.chain_seeds(1, 1)
-    out = _run(gaussian(), [ks.Slice().bind(gaussian())], [0], seeds, 500, 100,
+    out = ks.run_step_chains(gaussian(), [ks.Slice().bind(gaussian())], [0], seeds, 500, 100,
                Stopper(1, 600, enabled=False), stop, chunk=50)  # fmt: skip
     assert out[0].warmup_done and out[0].n_done == 50
     assert out[0].draws.shape == (50, 2) and out[0].stats[0].shape == (50, 2)
