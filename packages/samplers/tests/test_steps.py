@@ -226,8 +226,9 @@ def test_a_stop_request_returns_what_was_drawn():
             return update
 
     seeds = ks.chain_seeds(1, 1)
-    out = ks.run_step_chains(gaussian(), [ks.Slice().bind(gaussian())], [0], seeds, 500, 100,
-               Stopper(1, 600, enabled=False), stop, chunk=50)  # fmt: skip
+    steps = [ks.Slice().bind(gaussian())]
+    progress = Stopper(1, 600, enabled=False)
+    out = ks.run_step_chains(gaussian(), steps, [0], seeds, 500, 100, progress, stop, chunk=50)
     assert out[0].warmup_done and out[0].n_done == 50
     assert out[0].draws.shape == (50, 2) and out[0].stats[0].shape == (50, 2)
 
