@@ -191,16 +191,17 @@ class Stationary(Covariance):
         )
 
     def square_dist(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
-        """Return the squared distances between the scaled rows (clipped at 0)."""
+        """Return the squared distances between the scaled rows.
+
+        From the differences of the rows, not PyMC's ``|x|**2 + |x'|**2 - 2 x . x'``:
+        no cancellation, so the diagonal is exactly 0 and no clipping (with its kink at
+        a value that is 0 only up to rounding) enters the gradient. XLA may compute one
+        expression in several fusions that round differently, and a clip's gradient
+        then differs between them (found on the JAX backend: a gradient off by 50%).
+        """
         X, Xs = self._slice(X, Xs)
-        X = X / self.ls
-        x2 = kt.sum(X**2, axis=1)
-        if Xs is None:
-            d = -2.0 * kt.dot(X, X.T) + x2[:, None] + x2[None, :]
-        else:
-            Xs = Xs / self.ls
-            d = -2.0 * kt.dot(X, Xs.T) + x2[:, None] + kt.sum(Xs**2, axis=1)[None, :]
-        return kt.maximum(d, 0.0)
+        Xs = X if Xs is None else Xs
+        return kt.sum(((X[:, None, :] - Xs[None, :, :]) / self.ls) ** 2, axis=2)
 
     def euclidean_dist(self, X: TensorVariable, Xs: TensorVariable | None = None) -> TensorVariable:
         """Return the distances between the scaled rows (``sqrt(d**2 + 1e-12)``, as PyMC)."""
