@@ -226,10 +226,12 @@ def test_marginal_likelihood_is_the_closed_form_evidence(ls: float, sigma: float
         np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
-def _posterior(ls: float, sigma: float, xnew: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _posterior(
+    ls: float, sigma: float, xnew: np.ndarray, jitter: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Return the closed-form GP posterior mean and covariance of f at ``xnew``."""
     x = X[:, :1]
-    K = _k(ls) + sigma**2 * np.eye(9)
+    K = _k(ls) + (sigma**2 + jitter) * np.eye(9)
     Ks = np.exp(-0.5 * _r2(x, xnew, np.array([ls])))
     Kss = np.exp(-0.5 * _r2(xnew, xnew, np.array([ls])))
     mean = Ks.T @ np.linalg.solve(K, Y1)
@@ -350,6 +352,88 @@ def test_an_hsgp_of_2000_points_samples_and_predicts() -> None:
     new = idata["posterior"]["f_new"].values.mean(axis=(0, 1))
     want = np.sin(xnew[:, 0]) + 0.5 * np.cos(2.5 * xnew[:, 0])
     np.testing.assert_allclose(new, want, atol=0.15)
+
+
+def _sparse_reference(approx: str, xu: np.ndarray, ls: float, sigma: float) -> float:
+    """Return the approximate log marginal likelihood from its dense definition."""
+    x = X[:, :1]
+    kff = _k(ls)
+    kfu = np.exp(-0.5 * _r2(x, xu, np.array([ls])))
+    kuu = np.exp(-0.5 * _r2(xu, xu, np.array([ls]))) + 1e-6 * np.eye(len(xu))
+    q = kfu @ np.linalg.solve(kuu, kfu.T)
+    if approx == "FITC":
+        cov_y = q + np.diag(np.diag(kff - q)) + sigma**2 * np.eye(9)
+        return float(stats.multivariate_normal(np.zeros(9), cov_y).logpdf(Y1))
+    out = stats.multivariate_normal(np.zeros(9), q + sigma**2 * np.eye(9)).logpdf(Y1)
+    if approx == "VFE":
+        out -= np.trace(kff - q) / (2 * sigma**2)
+    return float(out)
+
+
+@pytest.mark.parametrize("approx", ["VFE", "FITC", "DTC"])
+def test_sparse_marginal_likelihoods_are_their_dense_definitions(approx: str) -> None:
+    xu = np.array([[0.5], [2.0], [3.5], [4.8]])
+    with kl.Model() as m:
+        gp = kl.gp.MarginalApprox(approx, cov_func=cov.ExpQuad(1, ls=0.9))
+        gp.marginal_likelihood("y", X=X[:, :1], Xu=xu, y=Y1, sigma=0.3)
+    got = m.compile_logp()({})
+    np.testing.assert_allclose(got, _sparse_reference(approx, xu, 0.9, 0.3), rtol=1e-6)
+    # inducing points at the data: every approximation is the exact marginal likelihood
+    with kl.Model() as exact:
+        kl.gp.MarginalApprox(approx, cov_func=cov.ExpQuad(1, ls=0.9)).marginal_likelihood(
+            "y", X=X[:, :1], Xu=X[:, :1], y=Y1, sigma=0.3
+        )
+    want = stats.multivariate_normal(np.zeros(9), _k(0.9) + 0.09 * np.eye(9)).logpdf(Y1)
+    np.testing.assert_allclose(exact.compile_logp()({}), want, rtol=1e-5)
+
+
+def test_marginal_predict_is_the_closed_form_and_the_sparse_one_approaches_it() -> None:
+    xnew = np.linspace(-0.5, 5.5, 4)[:, None]
+    with kl.Model() as model:
+        ls = kl.Gamma("ls", 2.0, 2.0)
+        gp = kl.gp.Marginal(cov_func=cov.ExpQuad(1, ls=ls))
+        gp.marginal_likelihood("y", X=X[:, :1], y=Y1, sigma=0.2)
+        sparse = kl.gp.MarginalApprox("FITC", cov_func=cov.ExpQuad(1, ls=ls))
+        sparse.marginal_likelihood("y2", X=X[:, :1], Xu=X[:, :1], y=Y1, sigma=0.2)
+    mean, var = _posterior(0.8, 0.2, xnew, jitter=1e-6)  # predict's jitter, as PyMC's
+    got_mean, got_cov = gp.predict(xnew, point={"ls": 0.8}, model=model)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got_cov, var, rtol=1e-7, atol=1e-12)
+    _, noisy = gp.predict(xnew, point={"ls": 0.8}, diag=True, pred_noise=True, model=model)
+    np.testing.assert_allclose(noisy, np.diag(var) + 0.04, rtol=1e-9)
+    s_mean, s_cov = sparse.predict(xnew, point={"ls": 0.8}, model=model)
+    np.testing.assert_allclose(s_mean, mean, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(s_cov, var, atol=1e-4)
+    with pytest.raises(KilnValueError, match=r"point has no values of \['ls'\]"):
+        gp.predict(xnew, point={}, model=model)
+
+
+def test_a_student_t_process_prior_has_the_t_covariance_and_its_conditional_the_t_mean() -> None:
+    nu = 7.0
+    x = np.linspace(0, 3, 4)[:, None]
+    with kl.Model() as model:
+        tp = kl.gp.TP(scale_func=cov.ExpQuad(1, ls=1.2), nu=nu)
+        f = tp.prior("f", X=x)
+    draws = kl.draw(f, draws=40_000, random_seed=2)
+    scale = np.exp(-0.5 * _r2(x, x, np.array([1.2]))) + 1e-6 * np.eye(4)
+    # a multivariate t of nu degrees: covariance nu / (nu - 2) times the scale
+    np.testing.assert_allclose(np.cov(draws.T), nu / (nu - 2) * scale, atol=0.05)
+    # the conditional given f at x: a t of nu + n degrees around the GP's mean
+    f_values = np.array([0.3, -0.2, 0.5, 1.0])
+    with model:
+        f_new = tp.conditional("f_new", np.array([[1.5], [2.7]]), given={"X": x, "f": f_values})
+    got = kl.draw(f_new, draws=40_000, random_seed=3)
+    ks_ = np.exp(-0.5 * _r2(x, np.array([[1.5], [2.7]]), np.array([1.2])))
+    kss = np.exp(-0.5 * _r2(np.array([[1.5], [2.7]]), np.array([[1.5], [2.7]]), np.array([1.2])))
+    alpha = np.linalg.solve(scale, f_values)
+    mean = ks_.T @ alpha
+    cond = kss - ks_.T @ np.linalg.solve(scale, ks_)
+    beta = f_values @ alpha
+    nu2 = nu + 4
+    t_cov = nu2 / (nu2 - 2) * (nu + beta - 2) / (nu2 - 2) * (cond + 1e-6 * np.eye(2))
+    sd = np.sqrt(np.diag(t_cov))
+    assert np.all(np.abs(got.mean(0) - mean) < 5 * sd / np.sqrt(40_000)), (got.mean(0), mean)
+    np.testing.assert_allclose(got.std(0), sd, rtol=0.05)
 
 
 def _installed(backends: list[str]) -> list[str]:

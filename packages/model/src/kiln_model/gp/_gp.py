@@ -8,16 +8,19 @@ which the samplers take as a rejected point (a divergence), never as NaN draws.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from kiln_graph import KilnTypeError, KilnValueError, TensorVariable
+import numpy as np
+
+from kiln_graph import KilnTypeError, KilnValueError, TensorVariable, ancestors, graph_replace
 from kiln_graph import tensor as kt
 from kiln_model._model import Deterministic
 from kiln_model._multivariate import MvNormal
 from kiln_model.gp.cov import BaseCovariance, as_inputs
 from kiln_model.gp.mean import Mean, Zero
 
-__all__ = ["Latent", "Marginal"]
+__all__ = ["TP", "Latent", "Marginal", "MarginalApprox", "MarginalSparse"]
 
 #: The jitter PyMC adds to a covariance's diagonal before its Cholesky factor.
 JITTER = 1e-6
@@ -194,6 +197,53 @@ class Marginal(_GP):
         mu, cov = self._conditional_moments(Xnew, pred_noise, given, jitter)
         return MvNormal(name, mu=mu, cov=stabilize(cov, jitter), **kwargs)  # type: ignore[no-any-return]
 
+    def predict(
+        self,
+        Xnew: Any,
+        point: dict[str, Any] | None = None,
+        diag: bool = False,
+        pred_noise: bool = False,
+        given: dict[str, Any] | None = None,
+        jitter: float = JITTER,
+        model: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Return the conditional's mean and covariance (its variances: ``diag``) at ``Xnew``.
+
+        Numbers, with the model's free variables at ``point`` (constrained values by
+        name, e.g. ``kl.find_MAP``'s).
+        """
+        mu, cov = self._conditional_moments(Xnew, pred_noise, given, jitter)
+        mean, covariance = _predict_at([mu, cov], point, model)
+        return mean, (np.diag(covariance).copy() if diag else covariance)
+
+
+def _predict_at(
+    outputs: list[TensorVariable], point: dict[str, Any] | None, model: Any
+) -> list[np.ndarray]:
+    """Return ``outputs`` evaluated with the model's free variables set from ``point``.
+
+    ``point`` maps variable names to their (constrained) values, as the points of
+    ``kl.find_MAP`` or one draw of the posterior hold them.
+    """
+    import kiln_compile
+    from kiln_model._model import modelcontext
+
+    m = modelcontext(model)
+    replace: dict[Any, Any] = {}
+    for info in m.free_variables:
+        if point is None or info.name not in point:
+            continue
+        replace[info.rv] = kt.constant(np.asarray(point[info.name], dtype=info.rv.dtype))
+    outputs = list(graph_replace(outputs, replace, strict=False))  # type: ignore[arg-type]
+    free: dict[Any, str] = {info.rv: info.name for info in m.free_variables}
+    missing = sorted({free[v] for v in ancestors(outputs) if v in free})
+    if missing:
+        raise KilnValueError(
+            f"predict: point has no values of {missing}; give them (e.g. a point of kl.find_MAP)"
+        )
+    f = kiln_compile.function([], outputs, mode=kiln_compile.Mode(linker="vm"))
+    return [np.asarray(v) for v in f()]
+
 
 def _length(X: TensorVariable, where: str) -> int:
     n = X.type.shape[0]
@@ -203,3 +253,174 @@ def _length(X: TensorVariable, where: str) -> int:
             "matrix of unknown length"
         )
     return int(n)
+
+
+class TP(Latent):
+    """A Student's t process: ``f`` is multivariate Student's t with ``nu`` degrees of freedom.
+
+    ``prior`` draws ``f = mean(X) + sqrt(nu / w) L v`` (``w`` chi-squared with ``nu``
+    degrees, ``v`` standard normal, ``L`` the Cholesky factor of ``scale_func(X)``);
+    ``conditional`` adds the exact conditional, a multivariate Student's t of
+    ``nu + n`` degrees of freedom. (PyMC's reparameterised prior scales the mean too,
+    ``sqrt(nu) / w``; kiln's is the Student's t process itself.)
+    """
+
+    def __init__(
+        self,
+        *,
+        mean_func: Mean | None = None,
+        scale_func: BaseCovariance | None = None,
+        cov_func: BaseCovariance | None = None,
+        nu: Any = None,
+    ) -> None:
+        if nu is None:
+            raise KilnTypeError("TP: give nu, the degrees of freedom")
+        if (scale_func is None) == (cov_func is None):
+            raise KilnTypeError("TP: give scale_func (or its former name cov_func)")
+        super().__init__(mean_func=mean_func, cov_func=scale_func or cov_func)  # type: ignore[arg-type]
+        self.nu = nu
+        self.scale_func = self.cov_func
+
+    def prior(
+        self,
+        name: str,
+        X: Any,
+        reparameterize: bool = True,
+        jitter: float = JITTER,
+        **kwargs: Any,
+    ) -> TensorVariable:
+        """Add and return the process's values at ``X`` under ``name``."""
+        from kiln_model._continuous import Normal
+        from kiln_model._continuous_derived import ChiSquared
+        from kiln_model._multivariate_derived import MvStudentT
+
+        X = as_inputs(X)
+        mu = self.mean_func(X)
+        L = kt.cholesky(stabilize(self.cov_func(X), jitter))
+        if reparameterize:
+            w = ChiSquared(f"{name}_chi2_", self.nu)
+            v = Normal(f"{name}_rotated_", 0.0, 1.0, shape=_length(X, "prior"))
+            scale = kt.sqrt(kt.as_tensor(self.nu, dtype="float64") / w)
+            f = Deterministic(name, mu + scale * kt.dot(L, v), dims=kwargs.pop("dims", None))
+        else:
+            f = MvStudentT(name, nu=self.nu, mu=mu, chol=L, **kwargs)
+        self.X, self.f = X, f
+        return f
+
+    def conditional(
+        self,
+        name: str,
+        Xnew: Any,
+        given: dict[str, Any] | None = None,
+        jitter: float = JITTER,
+        **kwargs: Any,
+    ) -> TensorVariable:
+        """Add and return the process at ``Xnew`` given its values at the prior's ``X``."""
+        from kiln_model._multivariate_derived import MvStudentT
+
+        given = given or {}
+        X, f = given.get("X", getattr(self, "X", None)), given.get("f", getattr(self, "f", None))
+        if X is None or f is None:
+            raise KilnValueError(f"{name}: call prior(...) first, or give X and f in given")
+        X, Xnew = as_inputs(X), as_inputs(Xnew)
+        L = kt.cholesky(stabilize(self.cov_func(X), jitter))
+        A = _solve_lower(L, self.cov_func(X, Xnew))
+        v = _solve_lower(L, f - self.mean_func(X))
+        mu = self.mean_func(Xnew) + kt.dot(A.T, v)
+        cov = self.cov_func(Xnew) - kt.dot(A.T, A)
+        nu = kt.as_tensor(self.nu, dtype="float64")
+        nu2 = nu + _length(X, "conditional")
+        scale = (nu + kt.dot(v, v) - 2.0) / (nu2 - 2.0) * cov
+        return MvStudentT(name, nu=nu2, mu=mu, scale=stabilize(scale, jitter), **kwargs)  # type: ignore[no-any-return]
+
+
+class MarginalApprox(Marginal):
+    """A sparse approximation of :class:`Marginal` through inducing points ``Xu``.
+
+    ``approx`` is ``"VFE"`` (Titsias's variational bound, the default), ``"FITC"`` or
+    ``"DTC"``; the cost grows as ``n m**2`` for ``m`` inducing points. As PyMC's, the
+    likelihood is added as a Potential ``marginalapprox_loglik_<name>``.
+    """
+
+    _APPROXIMATIONS = ("VFE", "FITC", "DTC")
+
+    def __init__(
+        self,
+        approx: str = "VFE",
+        *,
+        mean_func: Mean | None = None,
+        cov_func: BaseCovariance,
+    ) -> None:
+        if approx not in self._APPROXIMATIONS:
+            raise KilnValueError(f"approx: one of {list(self._APPROXIMATIONS)}, got {approx!r}")
+        super().__init__(mean_func=mean_func, cov_func=cov_func)
+        self.approx = approx
+
+    def _parts(self, jitter: float) -> tuple[Any, ...]:
+        X, Xu, y = self.X, self.Xu, self.y
+        sigma2 = kt.as_tensor(self.sigma, dtype="float64") ** 2
+        Luu = kt.cholesky(stabilize(self.cov_func(Xu), jitter))
+        A = _solve_lower(Luu, self.cov_func(Xu, X))
+        Qffd = kt.sum(A * A, axis=0)
+        if self.approx == "FITC":
+            Lamd = kt.maximum(self.cov_func(X, diag=True) - Qffd, 0.0) + sigma2
+        else:
+            Lamd = kt.ones_like(Qffd) * sigma2
+        A_l = A / Lamd
+        L_B = kt.cholesky(kt.eye(Xu.shape[0]) + kt.dot(A_l, A.T))
+        r = y - self.mean_func(X)
+        r_l = r / Lamd
+        c = _solve_lower(L_B, kt.dot(A, r_l))
+        return sigma2, Luu, A, Qffd, Lamd, L_B, r, r_l, c
+
+    def marginal_likelihood(  # type: ignore[override]
+        self,
+        name: str,
+        X: Any,
+        Xu: Any,
+        y: Any,
+        sigma: Any = None,
+        noise: Any = None,
+        jitter: float = JITTER,
+        **kwargs: Any,
+    ) -> TensorVariable:
+        """Add the approximate log marginal likelihood of ``y`` (a Potential)."""
+        from kiln_model._model import Potential
+
+        sigma = noise if sigma is None else sigma
+        if sigma is None:
+            raise KilnTypeError(f"{name}: give sigma, the noise's standard deviation")
+        self.X, self.Xu = as_inputs(X), as_inputs(Xu)
+        self.y, self.sigma = kt.as_tensor(y, dtype="float64"), sigma
+        sigma2, _, A, _, Lamd, L_B, r, r_l, c = self._parts(jitter)
+        n = _length(self.X, "marginal_likelihood")
+        if self.approx == "VFE":
+            trace = (kt.sum(self.cov_func(self.X, diag=True)) - kt.sum(A * A)) / (2.0 * sigma2)
+        else:
+            trace = 0.0
+        k = kt.arange(L_B.shape[0])
+        logdet = 0.5 * kt.sum(kt.log(Lamd)) + kt.sum(kt.log(L_B[k, k]))
+        quadratic = 0.5 * (kt.dot(r, r_l) - kt.dot(c, c))
+        loglik = -(0.5 * n * math.log(2.0 * math.pi) + logdet + quadratic + trace)
+        return Potential(f"marginalapprox_loglik_{name}", loglik, **kwargs)  # type: ignore[no-any-return]
+
+    def _conditional_moments(
+        self, Xnew: Any, pred_noise: bool, given: dict[str, Any] | None, jitter: float
+    ) -> tuple[TensorVariable, TensorVariable]:
+        if given:
+            raise KilnValueError("MarginalApprox.conditional: given is not supported")
+        if not hasattr(self, "Xu"):
+            raise KilnValueError("call marginal_likelihood(...) first")
+        Xnew = as_inputs(Xnew)
+        sigma2, Luu, _, _, _, L_B, _, _, c = self._parts(jitter)
+        As = _solve_lower(Luu, self.cov_func(self.Xu, Xnew))
+        mu = self.mean_func(Xnew) + kt.dot(As.T, kt.solve_triangular(L_B.T, c, lower=False))
+        C = _solve_lower(L_B, As)
+        cov = self.cov_func(Xnew) - kt.dot(As.T, As) + kt.dot(C.T, C)
+        if pred_noise:
+            cov = cov + sigma2 * kt.eye(Xnew.shape[0])
+        return mu, cov
+
+
+#: PyMC's former name of :class:`MarginalApprox`.
+MarginalSparse = MarginalApprox
