@@ -436,6 +436,34 @@ def test_a_student_t_process_prior_has_the_t_covariance_and_its_conditional_the_
     np.testing.assert_allclose(got.std(0), sd, rtol=0.05)
 
 
+def test_latent_kron_is_the_latent_gp_on_the_grid() -> None:
+    """Its prior's covariance is kron(K1, K2); its conditional the exact one on the grid."""
+    x1, x2 = np.linspace(0, 2, 4)[:, None], np.linspace(-1, 1, 3)[:, None]
+    k1, k2 = cov.ExpQuad(1, ls=0.7), cov.Matern52(1, ls=1.1)
+    K1 = np.exp(-0.5 * _r2(x1, x1, np.array([0.7])))
+    r = np.sqrt(_r2(x2, x2, np.array([1.1])) + 1e-12)
+    K2 = (1 + S5 * r + 5 / 3 * r**2) * np.exp(-S5 * r)
+    K = np.kron(K1 + 1e-6 * np.eye(4), K2 + 1e-6 * np.eye(3))
+    with kl.Model():
+        gp = kl.gp.LatentKron(cov_funcs=[k1, k2])
+        f = gp.prior("f", Xs=[x1, x2])
+    draws = kl.draw(f, draws=40_000, random_seed=4)
+    np.testing.assert_allclose(np.cov(draws.T), K, atol=0.035)
+    grid = kl.gp.cartesian(x1, x2)
+    xnew = np.array([[0.3, 0.2], [1.7, -0.9]])
+    f_values = np.random.default_rng(2).multivariate_normal(np.zeros(12), K)
+    gp.f = kt.constant(f_values)  # condition on known values on the grid
+    with kl.Model():
+        f_new = gp.conditional("f_new", xnew)
+    got = kl.draw(f_new, draws=40_000, random_seed=5)
+    kxs = np.exp(-0.5 * _r2(grid[:, :1], xnew[:, :1], np.array([0.7])))
+    r = np.sqrt(_r2(grid[:, 1:], xnew[:, 1:], np.array([1.1])) + 1e-12)
+    kxs = kxs * (1 + S5 * r + 5 / 3 * r**2) * np.exp(-S5 * r)
+    mean = kxs.T @ np.linalg.solve(K, f_values)
+    sd_max = np.sqrt(np.diag(np.cov(got.T))).max()
+    np.testing.assert_allclose(got.mean(0), mean, atol=5 * sd_max / np.sqrt(40_000) + 1e-6)
+
+
 def _installed(backends: list[str]) -> list[str]:
     return [b for b in backends if b in available_linkers()]
 

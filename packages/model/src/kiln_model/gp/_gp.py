@@ -20,7 +20,17 @@ from kiln_model._multivariate import MvNormal
 from kiln_model.gp.cov import BaseCovariance, as_inputs
 from kiln_model.gp.mean import Mean, Zero
 
-__all__ = ["TP", "Latent", "Marginal", "MarginalApprox", "MarginalSparse"]
+__all__ = [
+    "TP",
+    "Latent",
+    "LatentKron",
+    "Marginal",
+    "MarginalApprox",
+    "MarginalSparse",
+    "cartesian",
+    "kron_dot",
+    "kron_solve_lower",
+]
 
 #: The jitter PyMC adds to a covariance's diagonal before its Cholesky factor.
 JITTER = 1e-6
@@ -424,3 +434,92 @@ class MarginalApprox(Marginal):
 
 #: PyMC's former name of :class:`MarginalApprox`.
 MarginalSparse = MarginalApprox
+
+
+def cartesian(*arrays: Any) -> np.ndarray:
+    """Return the Cartesian product of the rows of ``arrays`` (the last varies fastest)."""
+    mats = [np.asarray(a, dtype="float64").reshape(len(a), -1) for a in arrays]
+    idx = np.indices([len(m) for m in mats]).reshape(len(mats), -1)
+    return np.hstack([m[i] for m, i in zip(mats, idx, strict=True)])
+
+
+def _kron_apply(factors: list[TensorVariable], b: TensorVariable, apply: Any) -> TensorVariable:
+    """Return ``kron(*factors)``'s ``apply`` (a product or a solve) on ``b``, factor by factor.
+
+    ``b`` (``(N,)`` or ``(N, m)``, rows in the Cartesian order of :func:`cartesian`) is
+    viewed as ``(n_1, ..., n_k, m)``; each factor acts on the leading axis, which then
+    moves last, so after ``k`` factors the axes are ``(m, n_1, ..., n_k)``.
+    """
+    matrix = b.ndim == 2
+    y = b if matrix else b[:, None]
+    m = y.shape[1]
+    for f in factors:
+        y = kt.reshape(y, (f.shape[0], -1))
+        y = apply(f, y).T
+    y = kt.reshape(y, (m, -1)).T
+    return y if matrix else y[:, 0]
+
+
+def kron_dot(factors: list[TensorVariable], b: TensorVariable) -> TensorVariable:
+    """Return ``kron(*factors) @ b`` without forming the Kronecker product."""
+    return _kron_apply(factors, b, kt.dot)
+
+
+def kron_solve_lower(factors: list[TensorVariable], b: TensorVariable) -> TensorVariable:
+    """Return ``kron(*factors)^-1 @ b`` for lower-triangular factors."""
+    return _kron_apply(factors, b, _solve_lower)
+
+
+class LatentKron(Latent):
+    """A latent GP on a grid: the Cartesian product of ``Xs``, covariance ``kron(K_1, ...)``.
+
+    ``cov_funcs`` holds one covariance per grid axis. ``prior(name, Xs)`` costs the
+    Cholesky factors of the small ``K_i`` only (``f = mean(X) + kron(L_1, ...) v``);
+    ``conditional(name, Xnew)`` takes any new points (rows of all the axes' columns).
+    """
+
+    def __init__(
+        self, *, mean_func: Mean | None = None, cov_funcs: list[BaseCovariance] | None = None
+    ) -> None:
+        if not cov_funcs:
+            raise KilnTypeError("LatentKron: give cov_funcs, one covariance per grid axis")
+        from kiln_model.gp.cov import Kron
+
+        self.cov_funcs = list(cov_funcs)
+        super().__init__(mean_func=mean_func, cov_func=Kron(self.cov_funcs))  # type: ignore[arg-type]
+
+    def prior(  # type: ignore[override]
+        self, name: str, Xs: list[Any], jitter: float = JITTER, **kwargs: Any
+    ) -> TensorVariable:
+        """Add and return the GP's values on the grid of ``Xs`` under ``name``."""
+        from kiln_model._continuous import Normal
+
+        if len(Xs) != len(self.cov_funcs):
+            raise KilnValueError(
+                f"{name}: {len(Xs)} grid axes in Xs for {len(self.cov_funcs)} cov_funcs"
+            )
+        X = cartesian(*Xs)
+        self.Xs, self.X = [as_inputs(x) for x in Xs], as_inputs(X)
+        self.chols = [
+            kt.cholesky(stabilize(k(x), jitter))
+            for k, x in zip(self.cov_funcs, self.Xs, strict=True)
+        ]
+        v = Normal(f"{name}_rotated_", 0.0, 1.0, shape=len(X))
+        f = Deterministic(
+            name, self.mean_func(self.X) + kron_dot(self.chols, v), dims=kwargs.pop("dims", None)
+        )
+        self.f = f
+        return f
+
+    def conditional(  # type: ignore[override]
+        self, name: str, Xnew: Any, jitter: float = JITTER, **kwargs: Any
+    ) -> TensorVariable:
+        """Add and return the GP at the points ``Xnew`` given its values on the grid."""
+        if not hasattr(self, "chols"):
+            raise KilnValueError(f"{name}: call prior(...) first")
+        Xnew = as_inputs(Xnew)
+        A = kron_solve_lower(self.chols, self.cov_func(self.X, Xnew))
+        v = kron_solve_lower(self.chols, self.f - self.mean_func(self.X))
+        mu = self.mean_func(Xnew) + kt.dot(A.T, v)
+        cov = self.cov_func(Xnew) - kt.dot(A.T, A)
+        return MvNormal(name, mu=mu, cov=stabilize(cov, jitter), **kwargs)  # type: ignore[no-any-return]
