@@ -464,6 +464,64 @@ def test_latent_kron_is_the_latent_gp_on_the_grid() -> None:
     np.testing.assert_allclose(got.mean(0), mean, atol=5 * sd_max / np.sqrt(40_000) + 1e-6)
 
 
+def _grid_posterior_means(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Return the posterior means of ls and sigma by quadrature on a grid (NumPy, SciPy)."""
+    ls_grid = np.linspace(0.3, 5.0, 120)
+    sigma_grid = np.linspace(0.05, 0.6, 110)
+    logp = np.empty((len(ls_grid), len(sigma_grid)))
+    d2 = (x - x.T) ** 2
+    for i, ls in enumerate(ls_grid):
+        r = np.sqrt(d2 / ls**2 + 1e-12)
+        k = (1 + S5 * r + 5 / 3 * r**2) * np.exp(-S5 * r)
+        for j, sigma in enumerate(sigma_grid):
+            c = k + (sigma**2 + 1e-6) * np.eye(len(x))
+            logp[i, j] = stats.multivariate_normal(np.zeros(len(x)), c).logpdf(y)
+        logp[i] += stats.gamma(3, scale=0.5).logpdf(ls)
+    logp += stats.halfnorm(scale=1.0).logpdf(sigma_grid)[None, :]
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    return {"ls": float((w.sum(1) * ls_grid).sum()), "sigma": float((w.sum(0) * sigma_grid).sum())}
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [
+        {"backend": "numba"},
+        pytest.param({"nuts_sampler": "numpyro"}, id="numpyro"),
+        pytest.param({"backend": "c"}, id="c"),
+    ],
+    ids=lambda e: "-".join(e.values()),
+)
+def test_a_marginal_gp_samples_its_posterior_on_every_engine(engine: dict) -> None:
+    """Ls and sigma of a Matern52 GP: the sampled means against quadrature on a grid."""
+    backend = engine.get("backend", "jax")
+    if backend not in available_linkers():
+        pytest.skip(f"backend {backend!r} is not installed")
+    rng = np.random.default_rng(1)
+    x = np.linspace(0, 10, 25)[:, None]
+    y = np.sin(x[:, 0]) + 0.2 * rng.normal(size=25)
+    with kl.Model() as model:
+        ls = kl.Gamma("ls", 3, 2)
+        sigma = kl.HalfNormal("sigma", 1)
+        gp = kl.gp.Marginal(cov_func=cov.Matern52(1, ls=ls))
+        gp.marginal_likelihood("y", X=x, y=y, sigma=sigma)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ks.SamplingWarning)
+        idata = kl.sample(
+            draws=1000, tune=700, chains=2, random_seed=3, progressbar=False, **engine
+        )
+    want = _grid_posterior_means(x, y)
+    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    for name, value in want.items():
+        draws = idata["posterior"][name].values.ravel()
+        # 5 Monte Carlo standard errors at an effective size of 400 draws
+        assert abs(draws.mean() - value) < 5 * draws.std() / np.sqrt(400), (
+            name,
+            draws.mean(),
+            value,
+        )
+
+
 def _installed(backends: list[str]) -> list[str]:
     return [b for b in backends if b in available_linkers()]
 
