@@ -118,15 +118,22 @@ static int64_t kiln_hypergeometric(bitgen_t *bg, int64_t N, int64_t k, int64_t n
 
 /* CategoricalRV.core_fn over p[0], p[stride], ... (k entries): 0, or 1 (an entry not
  * >= 0) or 2 (no positive sum), drawing nothing then. */
-static int kiln_categorical(bitgen_t *bg, const char *p, int64_t stride, int64_t k,
-                            int64_t *out) {
-    double total = 0.0;
+/* The sum of p's k entries in *total: 0, or 1 (an entry not >= 0) or 2 (no positive sum). */
+static int kiln_p_total(const char *p, int64_t stride, int64_t k, double *total) {
+    *total = 0.0;
     for (int64_t i = 0; i < k; i++) {
         double v = *(const double *)(p + i * stride);
         if (!(v >= 0.0)) return 1;
-        total += v;
+        *total += v;
     }
-    if (!(total > 0.0)) return 2;
+    return *total > 0.0 ? 0 : 2;
+}
+
+static int kiln_categorical(bitgen_t *bg, const char *p, int64_t stride, int64_t k,
+                            int64_t *out) {
+    double total;
+    int bad = kiln_p_total(p, stride, k, &total);
+    if (bad) return bad;
     double u = random_standard_uniform(bg) * total, acc = 0.0;
     for (int64_t i = 0; i < k - 1; i++) {
         acc += *(const double *)(p + i * stride);
@@ -145,13 +152,9 @@ static int kiln_categorical(bitgen_t *bg, const char *p, int64_t stride, int64_t
 static int kiln_multinomial(bitgen_t *bg, int64_t n, const char *p, int64_t stride,
                             int64_t k, int64_t *out, binomial_t *binomial) {
     if (k == 0) return 3;
-    double total = 0.0;
-    for (int64_t i = 0; i < k; i++) {
-        double v = *(const double *)(p + i * stride);
-        if (!(v >= 0.0)) return 1;
-        total += v;
-    }
-    if (!(total > 0.0)) return 2;
+    double total;
+    int bad = kiln_p_total(p, stride, k, &total);
+    if (bad) return bad;
     int64_t remaining = n;
     for (int64_t i = 0; i < k - 1; i++) {
         double pi = *(const double *)(p + i * stride);

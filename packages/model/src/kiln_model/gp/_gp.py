@@ -106,15 +106,10 @@ class Latent(_GP):
         self.X, self.f = X, f
         return f
 
-    def conditional(
-        self,
-        name: str,
-        Xnew: Any,
-        given: dict[str, Any] | None = None,
-        jitter: float = JITTER,
-        **kwargs: Any,
-    ) -> TensorVariable:
-        """Add and return the GP's values at ``Xnew`` given its values at the prior's ``X``."""
+    def _conditional_parts(
+        self, name: str, Xnew: Any, given: dict[str, Any] | None, jitter: float
+    ) -> tuple[TensorVariable, TensorVariable, TensorVariable, int]:
+        """Return the conditional mean and covariance at ``Xnew``, ``L^-1 (f - mean)``, ``n``."""
         given = given or {}
         X, f = given.get("X", getattr(self, "X", None)), given.get("f", getattr(self, "f", None))
         if X is None or f is None:
@@ -125,6 +120,18 @@ class Latent(_GP):
         v = _solve_lower(L, f - self.mean_func(X))
         mu = self.mean_func(Xnew) + kt.dot(A.T, v)
         cov = self.cov_func(Xnew) - kt.dot(A.T, A)
+        return mu, cov, v, _length(X, "conditional")
+
+    def conditional(
+        self,
+        name: str,
+        Xnew: Any,
+        given: dict[str, Any] | None = None,
+        jitter: float = JITTER,
+        **kwargs: Any,
+    ) -> TensorVariable:
+        """Add and return the GP's values at ``Xnew`` given its values at the prior's ``X``."""
+        mu, cov, _, _ = self._conditional_parts(name, Xnew, given, jitter)
         return MvNormal(name, mu=mu, cov=stabilize(cov, jitter), **kwargs)  # type: ignore[no-any-return]
 
 
@@ -328,18 +335,9 @@ class TP(Latent):
         """Add and return the process at ``Xnew`` given its values at the prior's ``X``."""
         from kiln_model._multivariate_derived import MvStudentT
 
-        given = given or {}
-        X, f = given.get("X", getattr(self, "X", None)), given.get("f", getattr(self, "f", None))
-        if X is None or f is None:
-            raise KilnValueError(f"{name}: call prior(...) first, or give X and f in given")
-        X, Xnew = as_inputs(X), as_inputs(Xnew)
-        L = kt.cholesky(stabilize(self.cov_func(X), jitter))
-        A = _solve_lower(L, self.cov_func(X, Xnew))
-        v = _solve_lower(L, f - self.mean_func(X))
-        mu = self.mean_func(Xnew) + kt.dot(A.T, v)
-        cov = self.cov_func(Xnew) - kt.dot(A.T, A)
+        mu, cov, v, n = self._conditional_parts(name, Xnew, given, jitter)
         nu = kt.as_tensor(self.nu, dtype="float64")
-        nu2 = nu + _length(X, "conditional")
+        nu2 = nu + n
         scale = (nu + kt.dot(v, v) - 2.0) / (nu2 - 2.0) * cov
         return MvStudentT(name, nu=nu2, mu=mu, scale=stabilize(scale, jitter), **kwargs)  # type: ignore[no-any-return]
 
