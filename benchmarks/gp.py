@@ -27,11 +27,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 #: (kind, n) -> (tune, draws) per chain.
 DRAWS = {
-    ("marginal", 100): (500, 500),
-    ("marginal", 500): (200, 200),
-    ("marginal", 2000): (20, 20),
-    ("hsgp", 2000): (500, 500),
-    ("hsgp", 20000): (300, 300),
+    ("marginal", 100): (300, 300),
+    ("marginal", 500): (100, 100),
+    ("marginal", 2000): (10, 10),
+    ("hsgp", 2000): (300, 300),
+    ("hsgp", 20000): (200, 200),
 }
 TIMEOUT_S = 1800.0
 
@@ -138,6 +138,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path)
+    parser.add_argument(
+        "--configs", nargs="+", help="kind-n pairs to run (default: all), e.g. hsgp-2000"
+    )
     args = parser.parse_args()
     if args.child:
         tool, kind, n = args.child
@@ -145,7 +148,10 @@ def main() -> None:
         fn = _child_kiln if tool == "kiln" else _child_pymc
         print(json.dumps(fn(kind, int(n))))
         return
-    results = run_gp()
+    configs = None
+    if args.configs:
+        configs = [(c.split("-")[0], int(c.split("-")[1])) for c in args.configs]
+    results = run_gp(configs)
     if args.output:
         args.output.write_text(json.dumps(results, indent=2))
     print(format_table(results))
