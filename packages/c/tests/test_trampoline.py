@@ -112,7 +112,8 @@ def test_a_trampoline_that_cannot_be_built_warns_once_and_calls_go_through_ctype
     broken = tmp_path / "broken.c"
     broken.write_text("this is not C\n")
     monkeypatch.setattr(_trampoline, "SOURCE", broken)
-    monkeypatch.setattr(_trampoline, "_state", {"new": None, "problem": None, "thread": None})
+    fresh = {"new": None, "problem": None, "thread": None, "warned": False}
+    monkeypatch.setattr(_trampoline, "_state", fresh)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert _trampoline.constructor() is None

@@ -25,7 +25,7 @@ from kiln_c import _library
 
 SOURCE = Path(__file__).with_name("kiln_trampoline.c")
 _lock = threading.Lock()
-_state: dict[str, Any] = {"new": None, "problem": None, "thread": None}
+_state: dict[str, Any] = {"new": None, "problem": None, "thread": None, "warned": False}
 
 
 class TrampolineWarning(UserWarning):
@@ -54,17 +54,9 @@ def _load() -> Any:
 
 def _build() -> None:
     try:
-        new = _load()
+        _state["new"] = _load()
     except Exception as exc:  # noqa: BLE001 (any failure: the ctypes path, said once)
         _state["problem"] = exc
-        warnings.warn(
-            f"kiln: the C backend's call trampoline could not be built ({exc}); compiled "
-            "graphs are called through ctypes (about 1.5 µs more per call)",
-            TrampolineWarning,
-            stacklevel=2,
-        )
-        return
-    _state["new"] = new
 
 
 def start() -> None:
@@ -89,6 +81,15 @@ def constructor(wait: bool = True) -> Any:
     start()
     if wait:
         _state["thread"].join()
+    problem = _state["problem"]
+    if problem is not None and not _state["warned"]:  # said once, in a caller's thread
+        _state["warned"] = True
+        warnings.warn(
+            f"kiln: the C backend's call trampoline could not be built ({problem}); "
+            "compiled graphs are called through ctypes (about 1.5 µs more per call)",
+            TrampolineWarning,
+            stacklevel=3,
+        )
     return _state["new"]
 
 
