@@ -113,6 +113,7 @@ def test_linalg_and_blockwise():
         kt.matmul(batch, batch),
         kt.cholesky(kt.matmul(batch, kt.transpose(batch, (0, 2, 1))) + 3 * kt.eye(3)),
         kt.outer(b, b),
+        *kt.eigh(spd),
     ]
     values = [RNG.normal(size=(3, 3)), RNG.normal(size=3), RNG.normal(size=(4, 3, 3))]
     _roundtrip([a, b, batch], outs, values)

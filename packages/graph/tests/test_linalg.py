@@ -288,6 +288,47 @@ def test_slogdet(batch):
     verify_grad(lambda p: kt.slogdet(p)[0] * kt.slogdet(p)[1], [a])
 
 
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+def test_eigh(batch):
+    a = spd(4, batch)
+    upper_junk = a + np.triu(RNG.normal(size=a.shape), 1)  # only the lower triangle is read
+    x = var("x", a)
+    w, v = kt.eigh(x)
+    got_w, got_v = evaluate([w, v], {x: upper_junk})
+    want_w, want_v = np.linalg.eigh(a)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-12)
+    # the same vectors up to sign; kiln's sign: each column's largest entry is positive
+    np.testing.assert_allclose(np.abs(got_v), np.abs(want_v), atol=1e-12)
+    biggest = np.take_along_axis(got_v, np.argmax(np.abs(got_v), axis=-2)[..., None, :], -2)
+    assert (biggest > 0).all()
+    np.testing.assert_allclose(got_v @ (got_w[..., None] * np.swapaxes(got_v, -1, -2)), a)
+    check_infer_shape([w, v], {x: a})
+
+
+def test_eigh_gradient_against_finite_differences():
+    # A perturbation of the upper triangle changes nothing: its gradient is 0 there.
+    a = spd(4)
+    c, d = RNG.normal(size=4), RNG.normal(size=(4, 4))
+    verify_grad(lambda p: kt.sum(kt.eigh(p)[0] * c) + kt.sum(kt.eigh(p)[1] * d), [a])
+    verify_grad(lambda p: kt.eigh(p)[1][:, -1], [a])
+    # through a symmetric matrix built from parameters, as a covariance is
+    verify_grad(lambda p: kt.eigh(p @ p.T + 3.0 * np.eye(3))[1], [RNG.normal(size=(3, 3))])
+    # nearly repeated eigenvalues: large but finite gradients, still right
+    q = np.linalg.qr(RNG.normal(size=(3, 3)))[0]
+    close = q @ np.diag([1.0, 1.0 + 1e-3, 2.0]) @ q.T
+    verify_grad(lambda p: kt.eigh(p)[1], [close], rtol=1e-3, atol=1e-4)
+
+
+def test_eigh_of_non_finite_matrix_is_nan():
+    x = kt.matrix("x")
+    a = spd(3)
+    a[2, 1] = np.inf
+    got = evaluate(list(kt.eigh(x)), {x: a})
+    assert np.isnan(got[0]).all() and np.isnan(got[1]).all()
+    a[2, 1], a[1, 2] = 0.0, np.nan  # the upper triangle is not read
+    assert np.isfinite(evaluate(kt.eigh(x)[0], {x: a})).all()
+
+
 def test_second_derivative_through_linalg():
     # d/dA of sum(grad(logdet(A))) = d/dA sum(inv(A).T): check against finite differences.
     def f(a):
@@ -321,7 +362,7 @@ def test_grad_with_unknown_static_shapes():
 # --- bad input ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fn", [kt.cholesky, kt.inv, kt.det, kt.slogdet])
+@pytest.mark.parametrize("fn", [kt.cholesky, kt.inv, kt.det, kt.slogdet, kt.eigh])
 def test_non_square_is_an_error(fn):
     with pytest.raises(ShapeMismatchError, match="square"):
         fn(kt.matrix("x", shape=(3, 4)))
@@ -329,7 +370,7 @@ def test_non_square_is_an_error(fn):
         fn(kt.tensor("x", shape=(2, 3, 4)))
 
 
-@pytest.mark.parametrize("fn", [kt.cholesky, kt.inv, kt.det, kt.slogdet])
+@pytest.mark.parametrize("fn", [kt.cholesky, kt.inv, kt.det, kt.slogdet, kt.eigh])
 def test_too_few_dims_is_an_error(fn):
     with pytest.raises(KilnValueError, match="at least 2 dimension"):
         fn(kt.vector("x"))

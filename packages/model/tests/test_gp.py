@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -462,6 +463,108 @@ def test_latent_kron_is_the_latent_gp_on_the_grid() -> None:
     mean = kxs.T @ np.linalg.solve(K, f_values)
     sd_max = np.sqrt(np.diag(np.cov(got.T))).max()
     np.testing.assert_allclose(got.mean(0), mean, atol=5 * sd_max / np.sqrt(40_000) + 1e-6)
+
+
+def _kron_problem() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(11)
+    x1, x2 = np.linspace(0, 3, 6)[:, None], np.linspace(-1, 1, 5)[:, None]
+    grid = kl.gp.cartesian(x1, x2)
+    y = np.sin(2 * grid[:, 0]) * np.cos(grid[:, 1]) + 0.1 * rng.normal(size=len(grid))
+    return x1, x2, y
+
+
+def _kron_model(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+    with kl.Model() as m:
+        ls1 = kl.Gamma("ls1", 4, 4)
+        ls2 = kl.Gamma("ls2", 4, 4)
+        eta = kl.HalfNormal("eta", 1.5)
+        sigma = kl.HalfNormal("sigma", 0.5)
+        k1 = eta**2 * cov.ExpQuad(1, ls=ls1)
+        gp = kl.gp.MarginalKron(
+            mean_func=kl.gp.mean.Constant(0.2), cov_funcs=[k1, cov.Matern52(1, ls=ls2)]
+        )
+        gp.marginal_likelihood("y", Xs=[x1, x2], y=y, sigma=sigma)
+    return m, gp
+
+
+def _kron_cov(x1: np.ndarray, x2: np.ndarray, p: dict, a=None, b=None) -> np.ndarray:
+    """Return the dense kron(K1, K2) between the grids (or the rows a, b of both axes)."""
+    g = kl.gp.cartesian(x1, x2)
+    a = g if a is None else a
+    b = g if b is None else b
+    k1 = p["eta"] ** 2 * np.exp(-0.5 * _r2(a[:, :1], b[:, :1], np.array([p["ls1"]])))
+    r = np.sqrt(_r2(a[:, 1:], b[:, 1:], np.array([p["ls2"]])) + 1e-12)
+    return k1 * (1 + S5 * r + 5 / 3 * r**2) * np.exp(-S5 * r)
+
+
+def test_marginal_kron_is_the_dense_marginal_gp_on_the_grid() -> None:
+    """Its log density, gradient and prediction against the dense N x N forms (NumPy)."""
+    x1, x2, y = _kron_problem()
+    m, gp = _kron_model(x1, x2, y)
+    p = {"ls1": 0.8, "ls2": 1.3, "eta": 1.1, "sigma": 0.2}
+    point = {f"{k}_log__": np.log(v) for k, v in p.items()}
+    logp = m.compile_logp(jacobian=False, mode=kl.Mode(linker="vm"))
+    dense = _kron_cov(x1, x2, p) + p["sigma"] ** 2 * np.eye(30)
+    want = stats.multivariate_normal(np.full(30, 0.2), dense).logpdf(y)
+    want += stats.gamma(4, scale=0.25).logpdf([p["ls1"], p["ls2"]]).sum()
+    want += stats.halfnorm(scale=1.5).logpdf(p["eta"]) + stats.halfnorm(scale=0.5).logpdf(
+        p["sigma"]
+    )
+    np.testing.assert_allclose(logp(point), want, rtol=1e-10)
+    logp_j = m.compile_logp(mode=kl.Mode(linker="vm"))
+    grad_vm = m.compile_dlogp(mode=kl.Mode(linker="vm"))(point)
+    h = 1e-6
+    for i, name in enumerate(point):
+        up, down = dict(point), dict(point)
+        up[name] += h
+        down[name] -= h
+        np.testing.assert_allclose(grad_vm[i], (logp_j(up) - logp_j(down)) / (2 * h), rtol=1e-6)
+    for backend in _installed(["numba", "jax", "c"]):
+        mode = kl.Mode(linker=backend)
+        np.testing.assert_allclose(m.compile_logp(mode=mode)(point), logp_j(point), rtol=1e-11)
+        np.testing.assert_allclose(m.compile_dlogp(mode=mode)(point), grad_vm, rtol=1e-8)
+    xnew = np.array([[0.4, 0.3], [2.9, -0.8], [4.0, 0.0]])
+    mean, var = gp.predict(xnew, point=p, model=m)
+    ks = _kron_cov(x1, x2, p, b=xnew)
+    kss = _kron_cov(x1, x2, p, a=xnew, b=xnew)
+    np.testing.assert_allclose(mean, 0.2 + ks.T @ np.linalg.solve(dense, y - 0.2), atol=1e-10)
+    np.testing.assert_allclose(var, kss - ks.T @ np.linalg.solve(dense, ks), atol=1e-10)
+    _, noisy = gp.predict(xnew, point=p, model=m, diag=True, pred_noise=True)
+    np.testing.assert_allclose(noisy, np.diag(var) + 0.04, atol=1e-10)
+
+
+def test_a_marginal_kron_gp_samples_as_the_dense_one() -> None:
+    """Kiln's NUTS on the grid model: the posterior of the Kronecker form and the dense one."""
+    x1, x2, y = _kron_problem()
+    m, gp = _kron_model(x1, x2, y)
+    with m:
+        gp.conditional("f_new", np.array([[1.5, 0.0]]))
+        idata = kl.sample(
+            draws=500, tune=500, chains=2, random_seed=2, progressbar=False, backend="numba"
+        )
+    with kl.Model():
+        ls1 = kl.Gamma("ls1", 4, 4)
+        ls2 = kl.Gamma("ls2", 4, 4)
+        eta = kl.HalfNormal("eta", 1.5)
+        sigma = kl.HalfNormal("sigma", 0.5)
+        k = (
+            eta**2
+            * cov.ExpQuad(2, ls=ls1, active_dims=[0])
+            * cov.Matern52(2, ls=ls2, active_dims=[1])
+        )
+        kl.gp.Marginal(mean_func=kl.gp.mean.Constant(0.2), cov_func=k).marginal_likelihood(
+            "y", X=kl.gp.cartesian(x1, x2), y=y, sigma=sigma
+        )
+        ref = kl.sample(
+            draws=500, tune=500, chains=2, random_seed=3, progressbar=False, backend="numba"
+        )
+    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    for name in ("ls1", "ls2", "eta", "sigma"):
+        a, b = idata["posterior"][name].values.ravel(), ref["posterior"][name].values.ravel()
+        # two independent runs of ~1,000 draws: their means within 5 joint standard errors
+        se = np.sqrt(a.var() / (len(a) / 4) + b.var() / (len(b) / 4))
+        assert abs(a.mean() - b.mean()) < 5 * se, (name, a.mean(), b.mean(), se)
+    assert idata["posterior"]["f_new"].shape == (2, 500, 1)
 
 
 def _grid_posterior_means(x: np.ndarray, y: np.ndarray) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""C code of linear algebra: MatMul, Cholesky, the solves, the inverse, the determinants.
+"""C code of linear algebra: MatMul, Cholesky, the solves, the inverse, the determinants, eigh.
 
 BLAS and LAPACK come from SciPy's ``scipy.linalg.cython_blas`` and ``cython_lapack``
 (their exported function pointers, handed to the library at load time through the
@@ -7,7 +7,7 @@ when the right operand is one column (a matrix times a vector: M3's ``X @ beta``
 ``X.T @ g``, about 20 us less than ``gemm`` at 10,000 x 20). MatMul of other dtypes is
 a plain triple loop. The decompositions and solves copy their operands (cast to the output's
 dtype, any strides) into column-major scratch matrices, call the LAPACK routine SciPy
-and NumPy call (``potrf``, ``potrs``, ``getrf``, ``getrs``, ``trtrs``; float32 through
+and NumPy call (``potrf``, ``potrs``, ``getrf``, ``getrs``, ``trtrs``, ``syevd``; float32 through
 the ``s`` routines, as they do) and copy the result back; a matrix LAPACK rejects
 raises NumPy's ``LinAlgError`` with SciPy's / NumPy's message, naming the op.
 """
@@ -20,13 +20,13 @@ import functools
 from kiln_c._funcify import CTYPE, DTYPE_CODE, NoCImplementation, NodeIO, c_funcify, dtype_of
 from kiln_c.scalar import cast_expr
 from kiln_graph import Apply
-from kiln_graph.ops import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 
 #: The order of the function pointers in ``ctx->blas``: BLAS's, then LAPACK's.
 BLAS_FUNCTIONS = ("dgemm", "sgemm", "dgemv", "sgemv")
 LAPACK_FUNCTIONS = (
     "dpotrf", "spotrf", "dpotrs", "spotrs", "dgetrf", "sgetrf", "dgetrs", "sgetrs",
-    "dtrtrs", "strtrs",
+    "dtrtrs", "strtrs", "dsyevd", "ssyevd",
 )  # fmt: skip
 _SLOT = {name: i for i, name in enumerate(BLAS_FUNCTIONS + LAPACK_FUNCTIONS)}
 
@@ -154,6 +154,7 @@ _SIGNATURES = {
     "getrf": "int *, int *, {t} *, int *, int *, int *",
     "getrs": "char *, int *, int *, {t} *, int *, int *, {t} *, int *, int *",
     "trtrs": "char *, char *, char *, int *, int *, {t} *, int *, {t} *, int *, int *",
+    "syevd": "char *, char *, int *, {t} *, int *, {t} *, {t} *, int *, int *, int *, int *",
 }
 
 
@@ -232,6 +233,57 @@ def c_funcify_Cholesky(op: Cholesky, node: Apply, io: NodeIO) -> str:  # noqa: N
             "for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < n; j++)",
             f"o[i * n + j] = ({keep}) ? w[i + j * n] : ({t})0;",
             "free(w);",
+            "return 0;",
+        ]
+    )
+
+
+@c_funcify.register(Eigh)
+def c_funcify_Eigh(op: Eigh, node: Apply, io: NodeIO) -> str:  # noqa: N802
+    """Return the eigenvalues and eigenvectors of the lower triangle by ``syevd`` (NumPy's).
+
+    Each eigenvector's first entry of largest magnitude is made positive (kiln's
+    convention); a non-finite entry gives NaN outputs, as on the VM.
+    """
+    dtype = _lapack_dtype(node)
+    t = CTYPE[dtype]
+    vals, vecs = io.outs
+    return "\n".join(
+        [
+            *_prologue(node, io, dtype, ("syevd",)),
+            "const int64_t vshape[2] = {n, n};",
+            f"if (kiln_alloc(ctx, {vals}, {DTYPE_CODE[dtype]}, 1, vshape)) return ctx->code;",
+            f"if (kiln_alloc(ctx, {vecs}, {DTYPE_CODE[dtype]}, 2, vshape)) return ctx->code;",
+            f"{t} *ov = ({t} *){vals}->data, *oq = ({t} *){vecs}->data;",
+            "const int64_t lwork = 1 + 6 * n + 2 * n * n, liwork = 3 + 5 * n;",
+            "if (lwork > 2147483647) return kiln_fail(ctx, KILN_E_VALUE, "
+            '"eigh: a matrix of %lld rows is beyond LAPACK\'s 32-bit work sizes", '
+            "(long long)n);",
+            _scratch(t, "w", "n * n + lwork"),
+            "int *iwork = (int *)malloc(sizeof(int) * (size_t)liwork);",
+            f"if (w == NULL || iwork == NULL) {{ free(w); free(iwork); return {_NO_MEMORY}; }}",
+            _load("w", "a", dtype_of(node.inputs[0]), dtype, "n", 2, sym="lower"),
+            "int finite = 1;",
+            "for (int64_t i = 0; i < n * n; i++) if (!isfinite(w[i])) { finite = 0; break; }",
+            "if (!finite) {",
+            "for (int64_t i = 0; i < n; i++) ov[i] = NAN;",
+            "for (int64_t i = 0; i < n * n; i++) oq[i] = NAN;",
+            "free(w); free(iwork); return 0;",
+            "}",
+            "char jobz = 'V', uplo = 'L';",
+            "int lw = (int)lwork, liw = (int)liwork;",
+            f"if (n > 0) {_routine('syevd', dtype)}(&jobz, &uplo, &N, w, &ld, ov, w + n * n, "
+            "&lw, iwork, &liw, &info);",
+            "if (info > 0) { free(w); free(iwork); return kiln_fail(ctx, KILN_E_LINALG, "
+            '"Eigenvalues did not converge"); }',
+            "for (int64_t j = 0; j < n; j++) {",
+            f"const {t} *col = w + j * n;",
+            "int64_t big = 0;",
+            "for (int64_t i = 1; i < n; i++) if (fabs(col[i]) > fabs(col[big])) big = i;",
+            f"const {t} s = col[big] < 0 ? ({t})-1 : ({t})1;",
+            "for (int64_t i = 0; i < n; i++) oq[i * n + j] = s * col[i];",
+            "}",
+            "free(w); free(iwork);",
             "return 0;",
         ]
     )

@@ -443,6 +443,8 @@ def _linalg(name: str) -> Builder:
                 kt.solve_triangular(lo.T, b, lower=False, unit_diagonal=True),
             ]
             return _case([a, b, v], outs, [spd, mat, vec])
+        if name == "eigh":
+            return _case([a], list(kt.eigh(a)), [spd])
         # inv_det
         sign, logabs = kt.slogdet(a)
         return _case([a], [kt.inv(a), kt.det(a), sign, logabs], [spd])
@@ -451,7 +453,8 @@ def _linalg(name: str) -> Builder:
 
 
 LINALG: dict[str, Builder] = {
-    k: _linalg(k) for k in ("products", "cholesky_tri", "solve", "solve_triangular", "inv_det")
+    k: _linalg(k)
+    for k in ("products", "cholesky_tri", "solve", "solve_triangular", "inv_det", "eigh")
 }
 
 
@@ -464,6 +467,7 @@ def _blockwise_rows() -> dict[str, Builder]:
             Blockwise(Cholesky())(a),
             Blockwise(SlogDet())(a)[1],
             kt.solve(a, b),
+            kt.eigh(a)[1],
         ]
         return _case(
             [a, b], outs, [_spd(rng, 3, dtype, (2,)), _uniform(rng, (2, 3, 2), dtype, -1, 1)]

@@ -1,4 +1,4 @@
-"""Linear algebra: matrix products, Cholesky, solves, inverse and determinants.
+"""Linear algebra: matrix products, Cholesky, solves, inverse, determinants and eigh.
 
 Each core Op works on matrices (and vectors) and declares its gufunc signature; the
 public functions apply it directly to core-shaped inputs and through
@@ -18,6 +18,7 @@ from kiln_graph import _alloc, _blockwise, _elemwise, _math, _shape
 from kiln_graph._basic import as_tensor
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
 from kiln_graph._node import Apply, Op, TensorVariable, Variable
+from kiln_graph._ranges import eye
 from kiln_graph._types import DISCRETE_DTYPES, TensorType
 
 
@@ -445,6 +446,74 @@ class SlogDet(Op):
         return [_grad_as(_math.mul(g, _mT(_INV(x))), x)]
 
 
+def normalize_eigenvector_signs(v: np.ndarray) -> np.ndarray:
+    """Flip each column of ``v`` (``..., m, m``) so its largest-magnitude entry is positive.
+
+    LAPACK's eigenvectors have implementation-defined signs; this convention (the first
+    entry of largest magnitude, on a tie) makes every backend return the same vectors.
+    """
+    rows = np.argmax(np.abs(v), axis=-2)[..., None, :]
+    flip = np.take_along_axis(v, rows, axis=-2) < 0
+    return np.where(flip, -v, v)  # type: ignore[no-any-return]
+
+
+class Eigh(Op):
+    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix (two outputs).
+
+    Reads the lower triangle, as ``np.linalg.eigh(a, UPLO="L")``. Each eigenvector's
+    entry of largest magnitude is positive (:func:`normalize_eigenvector_signs`). A matrix
+    with a non-finite entry gives NaN outputs (a rejected point in a log-density, never
+    an exception). The eigenvectors' gradient is the standard one for distinct
+    eigenvalues; at repeated eigenvalues it is not finite (as in JAX and PyTorch).
+    """
+
+    gufunc_signature: ClassVar[str] = "(m,m)->(m),(m,m)"
+
+    def make_node(self, x: Any) -> Apply:
+        x = _matrix("eigh", x, "x", square=True)
+        n = x.type.shape[0] if x.type.shape[0] is not None else x.type.shape[1]
+        dtype = _float_dtype("eigh", x.dtype)
+        return Apply.create(self, [x], [TensorType(dtype, (n,)), TensorType(dtype, (n, n))])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        dtype = node.outputs[0].type.dtype  # type: ignore[attr-defined]
+        a = np.asarray(inputs[0], dtype=dtype)
+        if not np.isfinite(np.tril(a)).all():
+            outputs[0] = np.full(a.shape[:1], np.nan, dtype=dtype)
+            outputs[1] = np.full(a.shape, np.nan, dtype=dtype)
+            return
+        w, v = np.linalg.eigh(a, UPLO="L")
+        outputs[0] = np.asarray(w, dtype=dtype)
+        outputs[1] = np.asarray(normalize_eigenvector_signs(v), dtype=dtype)
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        n = input_shapes[0][0]
+        return [(n,), (n, n)]
+
+    def L_op(  # noqa: N802
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        # With A = V diag(w) V^T, for a symmetric perturbation: dw = diag(V^T dA V) and
+        # dV = V (F o (V^T dA V)), F_ij = 1 / (w_j - w_i) off the diagonal, 0 on it.
+        # So dL/dA = V (diag(gw) + F o (V^T gV)) V^T, folded onto the lower triangle read.
+        (x,) = inputs
+        w, v = outputs
+        gw, gv = output_grads
+        n = _alloc.shape_i(w, 0)
+        same = eye(n, dtype=w.type.dtype)  # type: ignore[attr-defined]
+        diff = _math.sub(_elemwise.dimshuffle(w, ("x", 0)), _elemwise.dimshuffle(w, (0, "x")))
+        f = _math.true_divide(_math.sub(1.0, same), _math.add(diff, same))
+        inner = _math.add(
+            _math.mul(same, _elemwise.dimshuffle(gw, ("x", 0))),
+            _math.mul(f, _MATMUL(_mT(v), gv)),
+        )
+        g = _MATMUL(_MATMUL(v, inner), _mT(v))
+        return [_grad_as(_fold_triangle(g, True), x)]
+
+
 # --- public functions -------------------------------------------------------------------
 
 
@@ -624,3 +693,17 @@ def slogdet(x: Any) -> tuple[TensorVariable, TensorVariable]:
     """
     sign, logabsdet = _apply(SlogDet(), "slogdet", ("x",), x)
     return sign, logabsdet
+
+
+def eigh(x: Any) -> tuple[TensorVariable, TensorVariable]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric ``x`` (``..., m, m``).
+
+    Reads the lower triangle, as ``np.linalg.eigh``; each eigenvector's entry of
+    largest magnitude is positive, so that every backend returns the same vectors.
+
+    Examples
+    --------
+    >>> w, v = eigh(kt.matrix("K"))  # doctest: +SKIP
+    """
+    w, v = _apply(Eigh(), "eigh", ("x",), x)
+    return w, v

@@ -24,12 +24,14 @@ from kiln_graph._join import Join as Join
 from kiln_graph._join import Split as Split
 from kiln_graph._linalg import Cholesky as Cholesky
 from kiln_graph._linalg import Det as Det
+from kiln_graph._linalg import Eigh as Eigh
 from kiln_graph._linalg import Inv as Inv
 from kiln_graph._linalg import MatMul as MatMul
 from kiln_graph._linalg import SlogDet as SlogDet
 from kiln_graph._linalg import Solve as Solve
 from kiln_graph._linalg import SolveTriangular as SolveTriangular
 from kiln_graph._linalg import Tri as Tri
+from kiln_graph._linalg import normalize_eigenvector_signs as normalize_eigenvector_signs
 from kiln_graph._node import Op as Op
 from kiln_graph._opfromgraph import OpFromGraph as OpFromGraph
 from kiln_graph._ranges import ARange as ARange

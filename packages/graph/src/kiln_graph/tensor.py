@@ -36,6 +36,7 @@ from kiln_graph._join import stack as stack
 from kiln_graph._linalg import cholesky as cholesky
 from kiln_graph._linalg import det as det
 from kiln_graph._linalg import dot as dot
+from kiln_graph._linalg import eigh as eigh
 from kiln_graph._linalg import inv as inv
 from kiln_graph._linalg import kron as kron
 from kiln_graph._linalg import matmul as matmul

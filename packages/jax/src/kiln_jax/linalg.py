@@ -1,4 +1,4 @@
-"""Linear algebra on JAX: products, Cholesky, solves, inverse, determinants, triangles.
+"""Linear algebra on JAX: products, Cholesky, solves, inverse, determinants, eigh, triangles.
 
 Each Op reads what its NumPy / SciPy reference reads: a Cholesky factor or a
 symmetric solve uses only the chosen triangle of ``a``. XLA reports no failure: a
@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from kiln_graph import Apply
-from kiln_graph.ops import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
 
@@ -60,6 +60,28 @@ def jax_funcify_Cholesky(op: Cholesky, node: Apply) -> JaxImpl:  # noqa: N802
     if op.lower:
         return lambda a: cholesky_lower(a.astype(dtype))
     return lambda a: _mT(cholesky_lower(_mT(a.astype(dtype))))
+
+
+@jax_funcify.register(Eigh)
+def jax_funcify_Eigh(op: Eigh, node: Apply) -> JaxImpl:  # noqa: N802
+    """``jnp.linalg.eigh`` of the lower triangle, with kiln's eigenvector signs.
+
+    Each eigenvector's first entry of largest magnitude is positive; a matrix with a
+    non-finite entry gives NaN outputs (it is replaced by the identity for the call), as
+    on the VM.
+    """
+    dtype = _out_dtype(node)
+
+    def eigh(a: Any) -> tuple[Any, Any]:
+        a = jnp.tril(a.astype(dtype))
+        finite = jnp.all(jnp.isfinite(a))
+        a = jnp.where(finite, a, jnp.eye(a.shape[-1], dtype=dtype))
+        w, v = jnp.linalg.eigh(a, UPLO="L", symmetrize_input=False)
+        rows = jnp.argmax(jnp.abs(v), axis=-2)[..., None, :]
+        v = jnp.where(jnp.take_along_axis(v, rows, axis=-2) < 0, -v, v)
+        return jnp.where(finite, w, jnp.nan), jnp.where(finite, v, jnp.nan)
+
+    return eigh
 
 
 @jax_funcify.register(Solve)

@@ -25,6 +25,7 @@ from kiln_graph.tensor import abs as abs  # noqa: A004
 from kiln_graph.tensor import betainc as betainc
 from kiln_graph.tensor import broadcast_to as broadcast_to
 from kiln_graph.tensor import ceil as ceil
+from kiln_graph.tensor import cholesky as cholesky
 from kiln_graph.tensor import clip as clip
 from kiln_graph.tensor import concatenate as concatenate
 from kiln_graph.tensor import constant as constant
@@ -33,6 +34,7 @@ from kiln_graph.tensor import cosh as cosh
 from kiln_graph.tensor import cumsum as cumsum
 from kiln_graph.tensor import det as det
 from kiln_graph.tensor import dot as dot
+from kiln_graph.tensor import eigh as eigh
 from kiln_graph.tensor import eq as eq
 from kiln_graph.tensor import erf as erf
 from kiln_graph.tensor import erfc as erfc

@@ -1,4 +1,4 @@
-"""Linear algebra on MLX: products, Cholesky, solves, inverse, determinants, triangles.
+"""Linear algebra on MLX: products, Cholesky, solves, inverse, determinants, eigh, triangles.
 
 MLX's factorizations run on the CPU only (``stream=mx.cpu``), where they are exact in
 float64. Each Op reads what its NumPy / SciPy reference reads: a Cholesky factor or a
@@ -13,7 +13,7 @@ from typing import Any
 import mlx.core as mx
 
 from kiln_graph import Apply
-from kiln_graph.ops import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 from kiln_mlx._dtypes import as_mx
 from kiln_mlx._funcify import MlxImpl, mlx_funcify
 
@@ -84,6 +84,29 @@ def mlx_funcify_Cholesky(op: Cholesky, node: Apply) -> MlxImpl:  # noqa: N802
     if op.lower:
         return lambda a: cholesky_lower(as_mx(a, dtype))
     return lambda a: _mT(cholesky_lower(_mT(as_mx(a, dtype))))
+
+
+@mlx_funcify.register(Eigh)
+def mlx_funcify_Eigh(op: Eigh, node: Apply) -> MlxImpl:  # noqa: N802
+    """``mx.linalg.eigh`` of the lower triangle (CPU), with kiln's eigenvector signs.
+
+    Each eigenvector's first entry of largest magnitude is positive; a matrix with a
+    non-finite entry gives NaN outputs (it is replaced by the identity for the call), as
+    on the VM.
+    """
+    dtype = _out_dtype(node)
+
+    def eigh(a: Any) -> tuple[Any, Any]:
+        a = mx.tril(as_mx(a, dtype))
+        finite = mx.all(mx.isfinite(a), axis=(-2, -1), keepdims=True)
+        a = mx.where(finite, a, mx.eye(a.shape[-1], dtype=a.dtype))
+        w, v = mx.linalg.eigh(a, UPLO="L", stream=CPU)
+        rows = mx.expand_dims(mx.argmax(mx.abs(v), axis=-2), -2)
+        v = mx.where(mx.take_along_axis(v, rows, axis=-2) < 0, -v, v)
+        nan = mx.array(float("nan"), dtype=a.dtype)
+        return mx.where(mx.squeeze(finite, -1), w, nan), mx.where(finite, v, nan)
+
+    return eigh
 
 
 @mlx_funcify.register(Solve)

@@ -18,6 +18,7 @@ from kiln_graph import tensor as kt
 from kiln_model._continuous import Normal
 from kiln_model._continuous_derived import ChiSquared
 from kiln_model._distribution import broadcast_like
+from kiln_model._kron import kron_diag, kron_dot, kron_solve_lower
 from kiln_model._math import LOG_2PI, bound
 from kiln_model._model import Deterministic
 from kiln_model._multivariate import _is_positive_definite
@@ -268,9 +269,12 @@ class KroneckerNormal(SymbolicDistribution):
 
     The covariance is ``kron(covs[0], covs[1], ...)`` (from Cholesky factors ``chols``
     or eigendecompositions ``evds``: ``(eigenvalues, eigenvectors)`` pairs), plus
-    ``sigma^2 I`` when ``sigma`` is given. kiln forms the full ``N x N`` covariance
-    (``N`` the product of the factors' orders) and factors it once per evaluation, so
-    this suits moderate ``N``.
+    ``sigma^2 I`` when ``sigma`` is given. The density never forms the ``N x N``
+    covariance (``N`` the product of the factors' orders): without ``sigma`` it takes
+    each factor's Cholesky factor, with ``sigma`` each factor's eigendecomposition
+    (``kron(Q_i) diag(kron(w_i) + sigma^2) kron(Q_i)^T``), so a grid of ``N`` points
+    costs the factors' decompositions and ``O(N sum(n_i))`` per evaluation. Draws form
+    the full covariance.
     """
 
     params = ("mu", "covs", "chols", "evds", "sigma")
@@ -285,6 +289,7 @@ class KroneckerNormal(SymbolicDistribution):
         evds: Any = None,
         sigma: Any = None,
     ) -> tuple[Any, ...]:
+        """Return ``(mu, noise variance, *factors)``: -1 as the variance when no ``sigma``."""
         if mu is None:
             raise KilnTypeError(f"{cls.__name__}: give mu")
         key, factors = _one_of(cls.__name__, covs=covs, chols=chols, evds=evds)
@@ -307,37 +312,64 @@ class KroneckerNormal(SymbolicDistribution):
                     f"{cls.__name__}: {key}[{i}] must be a matrix of constant shape, got "
                     f"shape {mat.type.shape}"
                 )
+        noise = kt.constant(-1.0) if sigma is None else _f(sigma) ** 2
+        return (mu, noise, *mats)
+
+    @staticmethod
+    def _cov(noise: Any, mats: tuple[Any, ...]) -> TensorVariable:
         cov = mats[0]
         for mat in mats[1:]:
             cov = kt.kron(_f(cov), _f(mat))
-        if sigma is not None:
-            cov = cov + _f(sigma) ** 2 * kt.eye(cov.type.shape[0])
-        return (mu, cov)
+        if not _no_noise(noise):
+            cov = cov + noise * kt.eye(cov.type.shape[0])
+        return cov  # type: ignore[no-any-return]
 
     @classmethod
-    def build(cls, mu: Any, cov: Any, *, size: Any, rng: Any) -> TensorVariable:
+    def build(cls, mu: Any, noise: Any, *mats: Any, size: Any, rng: Any) -> TensorVariable:
+        cov = cls._cov(noise, mats)
         mu = _f(mu) + kt.zeros_like(cov[..., 0])
         return kr.multivariate_normal(mu, cov, size=size, rng=rng)
 
     @staticmethod
-    def logp(value: Any, mu: Any, cov: Any) -> TensorVariable:
-        x, cov = _f(value), _f(cov)
-        n = _order("KroneckerNormal", cov)
-        chol = kt.cholesky(cov)
+    def logp(value: Any, mu: Any, noise: Any, *mats: Any) -> TensorVariable:
+        x = _f(value)
+        n = int(np.prod([_order("KroneckerNormal", _f(m)) for m in mats]))
         d = x - mu
         if d.ndim == 1:
-            z = kt.solve_triangular(chol, d, lower=True)
-            quad = kt.sum(z * z, axis=-1)
-        elif d.ndim == 2:  # a batch of vectors: solved as the columns of one matrix
-            z = kt.solve_triangular(chol, _mT(d), lower=True, b_ndim=2)
-            quad = kt.sum(z * z, axis=0)
+            cols = d
+        elif d.ndim == 2:  # a batch of vectors: the columns of one matrix
+            cols = _mT(d)
         else:
             raise KilnValueError("KroneckerNormal: values of at most one batch dimension")
-        return -0.5 * n * LOG_2PI - _log_diag_sum(chol, n) - 0.5 * quad
+        if _no_noise(noise):
+            chols = [kt.cholesky(_f(m)) for m in mats]
+            z = kron_solve_lower(chols, cols)
+            quad = kt.sum(z * z, axis=0)
+            logdet = 0.0
+            for c in chols:
+                k = _order("KroneckerNormal", c)
+                logdet = logdet + (n // k) * _log_diag_sum(c, k)
+            return -0.5 * n * LOG_2PI - logdet - 0.5 * quad  # type: ignore[no-any-return]
+        pairs = [kt.eigh(_f(m)) for m in mats]
+        eigs = kron_diag(*(w for w, _ in pairs)) + noise
+        z = kron_dot([_mT(q) for _, q in pairs], cols)
+        if d.ndim == 2:
+            quad = kt.sum(z * z / eigs[:, None], axis=0)
+        else:
+            quad = kt.sum(z * z / eigs)
+        logp = -0.5 * n * LOG_2PI - 0.5 * kt.sum(kt.log(eigs)) - 0.5 * quad
+        # a covariance that is not positive definite is a rejected point, not a NaN
+        return bound(logp, kt.all(eigs > 0))  # type: ignore[no-any-return]
 
     @classmethod
-    def support_point(cls, rv: TensorVariable, mu: Any, cov: Any) -> TensorVariable:
+    def support_point(cls, rv: TensorVariable, mu: Any, *rest: Any) -> TensorVariable:
         return broadcast_like(mu, rv)
+
+
+def _no_noise(noise: Any) -> bool:
+    """Whether ``noise`` is :meth:`KroneckerNormal.rv_params`' constant for "no sigma"."""
+    data = getattr(noise, "data", None)
+    return data is not None and np.ndim(data) == 0 and float(data) == -1.0
 
 
 def _adjacency(what: str, w: Any, binary: bool = False) -> np.ndarray:

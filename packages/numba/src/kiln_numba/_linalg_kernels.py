@@ -21,6 +21,7 @@ __all__ = [
     "cholesky_kernel",
     "det_kernel",
     "dot_kernel",
+    "eigh_kernel",
     "inv_kernel",
     "matmul_loop",
     "slogdet_kernel",
@@ -196,6 +197,31 @@ def cholesky_kernel(a: np.ndarray, lower: bool) -> np.ndarray:
         return _fill_nan(s)
     factor = np.linalg.cholesky(s)
     return factor if lower else _c_order(factor, True)
+
+
+@kernel_njit
+def eigh_kernel(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the ascending eigenvalues and the eigenvectors of ``a``'s lower triangle.
+
+    Each eigenvector's first entry of largest magnitude is made positive (kiln's
+    convention, :func:`kiln_graph.ops.normalize_eigenvector_signs`); a non-finite entry
+    gives NaN outputs.
+    """
+    n = _check_square(a)
+    s = _symmetrized(a, True)
+    if n == 0 or not _all_finite(s):
+        return np.full(n, np.nan, dtype=a.dtype), _fill_nan(s)
+    w, v = np.linalg.eigh(s)
+    out = np.empty((n, n), dtype=a.dtype)
+    for j in range(n):
+        big = 0
+        for i in range(1, n):
+            if abs(v[i, j]) > abs(v[big, j]):
+                big = i
+        flip = v[big, j] < 0
+        for i in range(n):
+            out[i, j] = -v[i, j] if flip else v[i, j]
+    return w, out
 
 
 @kernel_njit(inline="always")

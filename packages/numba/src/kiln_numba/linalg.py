@@ -4,14 +4,14 @@ Each Op's node becomes one call: ``np.dot`` for matrix products of float and com
 arrays (BLAS; a strided input is copied to C order first, a transpose is not), explicit
 loops for small float ones with static shapes and for integer and boolean ones, and the kernels of
 :mod:`kiln_numba._linalg_kernels` (compiled and cached once, shared by every graph) for
-Cholesky, the solves, the inverse and the determinants. Inputs are cast to the output
+Cholesky, the solves, the inverse, the determinants and eigh. Inputs are cast to the output
 dtype first, as the VM's NumPy / SciPy calls do (float32 stays float32).
 """
 
 from __future__ import annotations
 
 from kiln_graph import Apply
-from kiln_graph.ops import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, np_dtype, numba_funcify
 from kiln_numba._outline import outline
 
@@ -207,6 +207,14 @@ def numba_funcify_SlogDet(op: SlogDet, node: Apply, ctx: CodeContext) -> None:  
         {logabsdet}[()] = {v}
         """
     )
+
+
+@numba_funcify.register(Eigh)
+def numba_funcify_Eigh(op: Eigh, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
+    """Compute the eigenvalues and eigenvectors of the lower triangle with LAPACK."""
+    _linalg_dtype(ctx)
+    w, v = ctx.outputs
+    ctx.emit(f"{w}, {v} = eigh_kernel({_as_output_dtype(ctx, 0)})")
 
 
 @numba_funcify.register(Tri)

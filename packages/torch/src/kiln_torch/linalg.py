@@ -1,4 +1,4 @@
-"""Linear algebra on torch: products, Cholesky, solves, inverse, determinants, triangles.
+"""Linear algebra on torch: products, Cholesky, solves, inverse, determinants, eigh, triangles.
 
 Each Op reads what its NumPy / SciPy reference reads: a Cholesky factor or a symmetric
 solve uses only the chosen triangle of ``a``. A matrix that is not positive definite
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from kiln_graph import Apply
-from kiln_graph.ops import Cholesky, Det, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
+from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 from kiln_torch._convert import DTYPES
 from kiln_torch._funcify import TorchImpl, torch_funcify
 
@@ -77,6 +77,29 @@ def torch_funcify_Cholesky(op: Cholesky, node: Apply) -> TorchImpl:  # noqa: N80
     if op.lower:
         return batched(_numpy_error(lambda a: cholesky_lower(a.to(dtype))))
     return batched(_numpy_error(lambda a: cholesky_lower(a.to(dtype).mT).mT))
+
+
+@torch_funcify.register(Eigh)
+def torch_funcify_Eigh(op: Eigh, node: Apply) -> TorchImpl:  # noqa: N802
+    """``torch.linalg.eigh`` of the lower triangle, with kiln's eigenvector signs.
+
+    Each eigenvector's first entry of largest magnitude is positive; a matrix with a
+    non-finite entry gives NaN outputs (it is replaced by the identity for the call, so
+    LAPACK never sees it), as on the VM.
+    """
+    dtype = _dtype(node)
+
+    def eigh(a: Any) -> tuple[Any, Any]:
+        a = torch.tril(a.to(dtype))
+        finite = torch.isfinite(a).all(dim=-1).all(dim=-1)[..., None]
+        eye = torch.eye(a.shape[-1], dtype=dtype, device=a.device)
+        w, v = torch.linalg.eigh(torch.where(finite[..., None], a, eye), UPLO="L")
+        rows = torch.argmax(torch.abs(v), dim=-2, keepdim=True)
+        v = torch.where(torch.take_along_dim(v, rows, dim=-2) < 0, -v, v)
+        nan = torch.tensor(float("nan"), dtype=dtype, device=a.device)
+        return torch.where(finite, w, nan), torch.where(finite[..., None], v, nan)
+
+    return batched(eigh)
 
 
 def _as_matrix(b_ndim: int) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:

@@ -22,9 +22,12 @@ from kiln_model.gp._gp import Latent as Latent
 from kiln_model.gp._gp import LatentKron as LatentKron
 from kiln_model.gp._gp import Marginal as Marginal
 from kiln_model.gp._gp import MarginalApprox as MarginalApprox
+from kiln_model.gp._gp import MarginalKron as MarginalKron
 from kiln_model.gp._gp import MarginalSparse as MarginalSparse
 from kiln_model.gp._gp import cartesian as cartesian
+from kiln_model.gp._gp import kron_diag as kron_diag
 from kiln_model.gp._gp import kron_dot as kron_dot
 from kiln_model.gp._gp import kron_solve_lower as kron_solve_lower
 from kiln_model.gp._gp import stabilize as stabilize
 from kiln_model.gp._hsgp import HSGP as HSGP
+from kiln_model.gp._hsgp_periodic import HSGPPeriodic as HSGPPeriodic

@@ -318,6 +318,25 @@ class Periodic(Stationary):
         r = math.pi * (X[:, None, :] - Xs[None, :, :]) / self.period
         return kt.exp(-0.5 * kt.sum((kt.sin(r) / self.ls) ** 2, axis=2))
 
+    def power_spectral_density_approx(self, J: Any) -> TensorVariable:
+        """Return the amplitudes ``sqrt(c_j ive(j, 1 / (4 ls**2)))`` of the orders ``J``.
+
+        The standard deviations of the cosine series' coefficients (``c_0 = 1``, else 2)
+        that ``kl.gp.HSGPPeriodic`` uses; ``J`` holds non-negative ints (not a tensor).
+        PyMC's method of this name gives ``c_j ive(j, 1 / ls**2)``, which is not this
+        kernel's expansion (see ``HSGPPeriodic``).
+        """
+        from kiln_model.gp._hsgp_periodic import periodic_sqrt_psd
+
+        if isinstance(J, TensorVariable):
+            raise KilnTypeError("J: expected the orders as non-negative ints, got a tensor")
+        orders = np.asarray(J)
+        if orders.ndim != 1 or orders.size == 0 or orders.dtype.kind not in "iu":
+            raise KilnTypeError(f"J: expected a non-empty vector of ints, got {J!r}")
+        if orders.min() < 0:
+            raise KilnValueError(f"J: expected non-negative orders, got {orders.min()}")
+        return periodic_sqrt_psd(self, int(orders.max()) + 1)[kt.constant(orders)]
+
 
 class Linear(Covariance):
     """Linear: ``(x - c) . (x' - c)``."""
@@ -372,6 +391,14 @@ class Combination(BaseCovariance):
                 self.factors.extend(f.factors)
             else:
                 self.factors.append(f)
+
+    @property
+    def input_dim(self) -> int:
+        """The largest ``input_dim`` of the covariances combined (PyMC's)."""
+        dims = [f.input_dim for f in self.factors if isinstance(f, Covariance | Combination)]
+        if not dims:
+            raise KilnTypeError(f"{type(self).__name__}: combines no covariance")
+        return max(dims)
 
     def _values(self, X: TensorVariable, Xs: TensorVariable | None, diag: bool) -> list[Any]:
         out = []
@@ -625,11 +652,17 @@ class Kron(Covariance):
     On the Cartesian product of the factors' inputs this is their Kronecker product.
     """
 
-    def __init__(self, factor_list: Sequence[Covariance]) -> None:
+    def __init__(self, factor_list: Sequence[BaseCovariance]) -> None:
         self.factor_list = list(factor_list)
-        if not self.factor_list or not all(isinstance(f, Covariance) for f in self.factor_list):
-            raise KilnTypeError("Kron: expected a list of covariances (with input_dim)")
-        self.input_dims = [f.input_dim for f in self.factor_list]
+        if not self.factor_list or not all(
+            isinstance(f, Covariance | Combination) for f in self.factor_list
+        ):
+            raise KilnTypeError(
+                f"Kron: expected a list of covariances (with input_dim), got {factor_list!r}"
+            )
+        self.input_dims = [
+            f.input_dim for f in self.factor_list if isinstance(f, Covariance | Combination)
+        ]
         super().__init__(sum(self.input_dims))
 
     def _blocks(self, X: TensorVariable) -> list[TensorVariable]:
