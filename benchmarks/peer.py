@@ -33,6 +33,13 @@ fixed point), kiln's with the hand-written ``@njit`` baseline (M1-M3) and ``jax.
 kiln / PyTensor for cold (target <= 0.5) and warm (<= 0.1) compile and per call, and
 kiln / njit per call (<= 1.2 on M1, M2) and kiln / JAX (M3, <= 1).
 
+C backend (``c``; skipped with ``--no-c``): the same two processes per side, kiln's
+``linker="c"`` against PyTensor's C backend (``pymc.pytensorf.compile`` in the ``CVM``
+mode with PyMC's two extra rewrites; its compiledir in the temporary folder, so the cold
+process compiles every C module). ``c_ratios``: kiln / PyTensor cold (issue #23's
+target <= 0.05), warm and per call, and kiln / njit per call. A pip-installed PyTensor
+may find no BLAS (it says so), which slows its CVM matrix products.
+
 Each side gets one untimed warm-up per model; ``gc.collect()`` runs before each timed
 repeat; the figures are medians. ``ratio`` is kiln / PyTensor (the target is <= 0.5).
 ``logp_check`` compares the two log densities at one random point (PyMC's unrewritten
@@ -55,7 +62,7 @@ import numpy as np
 import pymc
 import pytensor
 from pytensor.compile.maker import FunctionMaker
-from pytensor.compile.mode import Mode, get_default_mode
+from pytensor.compile.mode import Mode, get_default_mode, get_mode
 
 import kiln
 import kiln_models
@@ -65,11 +72,16 @@ from stage1 import time_kiln_rewrite
 
 TARGET_RATIO = 0.5
 NUMBA_TARGETS = {"cold": 0.5, "warm": 0.1, "per_call_over_njit": 1.2, "per_call_over_jax": 1.0}
+#: Issue #23: kiln's C backend's cold compile at most 0.05x PyTensor's (CVM).
+C_TARGETS = {"cold": 0.05, "per_call_over_njit": 1.2}
 
 
-def pymc_mode() -> Mode:
-    """Return the mode ``pymc.compile`` uses for a model's functions (default bounds)."""
-    mode = get_default_mode()
+def pymc_mode(name: str | None = None) -> Mode:
+    """Return the mode ``pymc.compile`` uses for a model's functions (default bounds).
+
+    ``name``: a PyTensor mode (``"CVM"``, its C backend) in place of the default (Numba).
+    """
+    mode = get_default_mode() if name is None else get_mode(name)
     query = mode.provided_optimizer.including(
         "random_make_inplace", "local_check_parameter_to_ninf_switch"
     )
@@ -136,15 +148,19 @@ def logp_check(name: str, seed: int = 3) -> dict:
     return {"pytensor": a, "kiln": b, "rel_diff": abs(a - b) / max(abs(a), 1e-300)}
 
 
-def _child_pytensor(name: str, calls: bool) -> dict:
-    """Compile model ``name`` with PyMC/PyTensor (Numba) in this new process; time it."""
+def _child_pytensor(name: str, calls: bool, linker: str = "numba") -> dict:
+    """Compile model ``name`` with PyMC/PyTensor in this new process; time it.
+
+    ``linker``: ``numba`` (PyTensor's default mode) or ``c`` (its C backend, ``CVM``).
+    """
     t0 = time.perf_counter()
     model, inputs, outputs = pymc_models.build(name)
     t1 = time.perf_counter()
     start = model.initial_point()
     point = stage2.fixed_point([np.shape(start[v.name]) for v in inputs])
     point = [p.astype(v.type.dtype) for p, v in zip(point, inputs, strict=True)]
-    f = pymc.pytensorf.compile(inputs, outputs, profile=True)
+    mode = None if linker == "numba" else pymc_mode("CVM")
+    f = pymc.pytensorf.compile(inputs, outputs, profile=True, mode=mode)
     f.trust_input = True
     t2 = time.perf_counter()
     f(*point)
@@ -167,12 +183,16 @@ def _child_pytensor(name: str, calls: bool) -> dict:
     return res
 
 
-def numba_compare(name: str, timeout: float) -> dict:
-    """Return kiln's and PyTensor's Numba cold/warm compile and per-call times, and ratios."""
+def backend_compare(name: str, timeout: float, linker: str = "numba") -> dict:
+    """Return kiln's and PyTensor's cold/warm compile and per-call times, and ratios.
+
+    ``linker``: ``numba`` on both sides, or ``c``: kiln's C backend against PyTensor's
+    (``CVM``).
+    """
     res = {
-        "kiln": stage2.time_model(name, timeout),
+        "kiln": stage2.time_model(name, timeout, linker=linker),
         "pytensor": stage2.time_model(
-            name, timeout, Path(__file__).resolve(), child="--child-pytensor"
+            name, timeout, Path(__file__).resolve(), child="--child-pytensor", linker=linker
         ),
     }
     k, p = res["kiln"], res["pytensor"]
@@ -240,14 +260,14 @@ def _cell(value: float | None, scale: float = 1e3, width: int = 9, digits: int =
     return f"{'-':>{width}}" if value is None else f"{value * scale:{width}.{digits}f}"
 
 
-def format_numba_table(numba: dict) -> str:
-    """Return a printable table of the Numba comparison (compile in ms, calls in us)."""
-    t = NUMBA_TARGETS
+def format_numba_table(numba: dict, linker: str = "numba") -> str:
+    """Return a printable table of a backend comparison (compile in ms, calls in us)."""
+    t = NUMBA_TARGETS if linker == "numba" else C_TARGETS
+    title = "Numba backend" if linker == "numba" else "C backend (PyTensor: CVM)"
     lines = [
-        "Numba backend, logp + gradient, kiln vs PyTensor/PyMC: compile in new processes "
+        f"{title}, logp + gradient, kiln vs PyTensor/PyMC: compile in new processes "
         "(ms, build to first call; cold = empty caches), per call (us); ratios kiln / other "
-        f"(targets: cold <= {t['cold']}, warm <= {t['warm']}, call/njit <= "
-        f"{t['per_call_over_njit']} on M1/M2, call/jax <= {t['per_call_over_jax']} on M3)",
+        f"(targets: {', '.join(f'{k} <= {v}' for k, v in t.items())})",
         f"{'model':<6}{'k cold':>9}{'pt cold':>9}{'ratio':>7}{'k warm':>9}{'pt warm':>9}"
         f"{'ratio':>7}{'k call':>9}{'pt call':>9}{'ratio':>7}{'/njit':>7}{'/jax':>7}",
     ]
@@ -283,11 +303,15 @@ def main() -> None:
         "--no-numba", action="store_true", help="skip the Numba compile / per-call comparison"
     )
     parser.add_argument("--timeout", type=float, default=stage2.CHILD_TIMEOUT_S)
+    parser.add_argument(
+        "--no-c", action="store_true", help="skip the C (kiln c vs PyTensor CVM) comparison"
+    )
     parser.add_argument("--child-pytensor", help=argparse.SUPPRESS)
     parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--linker", default="numba", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_pytensor:
-        print(json.dumps(_child_pytensor(args.child_pytensor, args.calls)))
+        print(json.dumps(_child_pytensor(args.child_pytensor, args.calls, args.linker)))
         return
     if args.output is None:
         parser.error("the following argument is required: --output")
@@ -295,7 +319,11 @@ def main() -> None:
     numba: dict = {}
     if not args.no_numba:
         for name in args.models:
-            numba[name] = numba_compare(name, args.timeout)
+            numba[name] = backend_compare(name, args.timeout)
+    c: dict = {}
+    if not args.no_c:
+        for name in args.models:
+            c[name] = backend_compare(name, args.timeout, "c")
     mode = pymc_mode()
     report = {
         "kiln_version": kiln.__version__,
@@ -312,12 +340,17 @@ def main() -> None:
         "numba_targets": NUMBA_TARGETS,
         "numba": numba,
         "numba_ratios": {name: r["ratios"] for name, r in numba.items()},
+        "c_targets": C_TARGETS,
+        "c": c,
+        "c_ratios": {name: r["ratios"] for name, r in c.items()},
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     print(format_table(results))
     if numba:
         print(format_numba_table(numba))
+    if c:
+        print(format_numba_table(c, "c"))
     print(f"wrote {args.output}")
 
 

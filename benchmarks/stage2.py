@@ -108,12 +108,14 @@ def fixed_point(shapes: Sequence[tuple[int, ...]], seed: int = 0) -> list[np.nda
     return [np.asarray(rng.normal(scale=0.5, size=shape)) for shape in shapes]
 
 
-def _compile_and_call(inputs: list, outputs: list, point: list) -> tuple[Any, dict]:
-    """Compile on Numba, call once; return the function and the compile timings."""
+def _compile_and_call(
+    inputs: list, outputs: list, point: list, linker: str = "numba"
+) -> tuple[Any, dict]:
+    """Compile on ``linker`` (Numba), call once; return the function and the timings."""
     import kiln
     from kiln_rewrite import FAST_RUN_QUERY
 
-    mode = kiln.Mode(FAST_RUN_QUERY, linker="numba")
+    mode = kiln.Mode(FAST_RUN_QUERY, linker=linker)
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -160,29 +162,30 @@ def _compile_and_call(inputs: list, outputs: list, point: list) -> tuple[Any, di
     }
 
 
-def import_backend() -> float:
-    """Import the Numba backend (kiln_numba, numba) now; return the seconds it took.
+def import_backend(linker: str = "numba") -> float:
+    """Import the backend (kiln_numba, or kiln_<linker>) now; return the seconds it took.
 
     A process imports it once, at its first compile, whatever it compiles then. The
     children import it before their timed part and add this time back to their totals,
     which report it apart as ``backend_import_s`` (0 where it was already imported).
     """
-    start = time.perf_counter()
-    import kiln_numba  # noqa: F401
+    import importlib
 
+    start = time.perf_counter()
+    importlib.import_module(f"kiln_{linker}")
     return time.perf_counter() - start
 
 
-def _child_model(name: str, calls: bool) -> dict:
+def _child_model(name: str, calls: bool, linker: str = "numba") -> dict:
     """Compile model ``name`` in this (new) process; with ``calls``, time calls too."""
     import kiln_models
 
-    backend_import = import_backend()
+    backend_import = import_backend(linker)
     t0 = time.perf_counter()
     inputs, outputs = kiln_models.build(name)
     t1 = time.perf_counter()
     point = fixed_point([v.type.shape for v in inputs])
-    f, res = _compile_and_call(inputs, outputs, point)
+    f, res = _compile_and_call(inputs, outputs, point, linker)
     res["total_s"] = time.perf_counter() - t0 + backend_import
     res["backend_import_s"] = backend_import
     res["build_s"] = t1 - t0
@@ -346,17 +349,23 @@ def cold_and_warm(
 
 
 def time_model(
-    name: str, timeout: float = CHILD_TIMEOUT_S, script: Path | None = None, child: str = "--child"
+    name: str,
+    timeout: float = CHILD_TIMEOUT_S,
+    script: Path | None = None,
+    child: str = "--child",
+    linker: str = "numba",
 ) -> dict:
     """Return model ``name``'s cold and warm compile (new processes, one cache) and calls.
 
     ``script`` / ``child``: the script and its option that measure one process (this
-    script's ``--child`` by default; ``peer.py`` passes its PyTensor one).
+    script's ``--child`` by default; ``peer.py`` passes its PyTensor one). ``linker``:
+    kiln's backend (``numba`` or ``c``; PyTensor's child takes ``c`` as its CVM).
     """
-    with tempfile.TemporaryDirectory(prefix="kiln-numba-bench-") as cache_dir:
-        cold = run_child([child, name], cache_dir, timeout, script)
+    extra = [] if linker == "numba" else ["--linker", linker]
+    with tempfile.TemporaryDirectory(prefix=f"kiln-{linker}-bench-") as cache_dir:
+        cold = run_child([child, name, *extra], cache_dir, timeout, script)
         files = _folder_files(cache_dir)
-        warm = run_child([child, name, "--calls"], cache_dir, timeout, script)
+        warm = run_child([child, name, "--calls", *extra], cache_dir, timeout, script)
     out: dict = {"cold": cold, "warm": warm, "cache_files": files}
     if "error" in cold:
         out["error"] = f"cold: {cold['error']}"
@@ -436,9 +445,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=CHILD_TIMEOUT_S)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--calls", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--linker", default="numba", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        res = _child_tiny() if args.child == "tiny" else _child_model(args.child, args.calls)
+        if args.child == "tiny":
+            res = _child_tiny()
+        else:
+            res = _child_model(args.child, args.calls, args.linker)
         print(json.dumps(res, default=str))
         return
     results = run_stage2(args.models, args.timeout)

@@ -665,6 +665,92 @@ def test_every_backend_gives_the_marginal_gps_log_density_and_gradient(kernel: s
         np.testing.assert_allclose(m.compile_dlogp(mode=mode)(point), grad_vm, rtol=1e-9)
 
 
+def _every_gp_model(kind: str) -> Any:
+    """Return a small model of each GP class (ls and eta free; y observed)."""
+    x = np.linspace(0, 4, 10)[:, None]
+    y = np.sin(x[:, 0])
+    with kl.Model() as m:
+        ls = kl.Gamma("ls", 3, 3)
+        eta = kl.HalfNormal("eta", 1)
+        k = eta**2 * cov.Matern52(1, ls=ls)
+        if kind == "Latent":
+            f = kl.gp.Latent(cov_func=k).prior("f", X=x)
+            kl.Normal("y", f, 0.3, observed=y)
+        elif kind == "Marginal":
+            kl.gp.Marginal(cov_func=k).marginal_likelihood("y", X=x, y=y, sigma=0.3)
+        elif kind == "MarginalApprox":
+            kl.gp.MarginalApprox("FITC", cov_func=k).marginal_likelihood(
+                "y", X=x, Xu=x[::3], y=y, sigma=0.3
+            )
+        elif kind == "TP":
+            f = kl.gp.TP(scale_func=k, nu=5).prior("f", X=x)
+            kl.Normal("y", f, 0.3, observed=y)
+        elif kind == "LatentKron":
+            f = kl.gp.LatentKron(cov_funcs=[k, cov.ExpQuad(1, ls=0.8)]).prior(
+                "f", Xs=[x[::2], x[:3]]
+            )
+            kl.Normal("y", f, 0.3, observed=np.zeros(15))
+        elif kind == "MarginalKron":
+            kl.gp.MarginalKron(cov_funcs=[k, cov.ExpQuad(1, ls=0.8)]).marginal_likelihood(
+                "y", Xs=[x[::2], x[:3]], y=np.linspace(-1, 1, 15), sigma=0.3
+            )
+        elif kind == "HSGP":
+            f = kl.gp.HSGP(m=[12], c=1.5, cov_func=k).prior("f", X=x)
+            kl.Normal("y", f, 0.3, observed=y)
+        else:  # HSGPPeriodic
+            p = cov.Periodic(1, period=4.0, ls=ls)
+            f = kl.gp.HSGPPeriodic(8, eta, cov_func=p).prior("f", X=x)
+            kl.Normal("y", f, 0.3, observed=y)
+    return m
+
+
+GP_KINDS = [
+    "Latent",
+    "Marginal",
+    "MarginalApprox",
+    "TP",
+    "LatentKron",
+    "MarginalKron",
+    "HSGP",
+    "HSGPPeriodic",
+]
+
+
+@pytest.mark.parametrize("kind", GP_KINDS)
+def test_every_gp_class_has_one_log_density_on_every_backend_and_samples_on_jax(kind) -> None:
+    """The VM's logp and gradient (itself against finite differences) on every backend."""
+    m = _every_gp_model(kind)
+    rng = np.random.default_rng(1)
+    point = {k: 0.3 * rng.normal(size=np.shape(v)) for k, v in m.initial_point().items()}
+    vm = kl.Mode(linker="vm")
+    logp_vm, dlogp_vm = m.compile_logp(mode=vm), m.compile_dlogp(mode=vm)
+    grad = dlogp_vm(point)
+    flat = np.concatenate([np.ravel(v) for v in point.values()])
+    assert grad.shape == flat.shape
+    h, at = 1e-6, 0
+    for name, value in point.items():  # finite differences along the first element of each
+        up, down = dict(point), dict(point)
+        up[name] = np.array(value, dtype=float, copy=True)
+        down[name] = np.array(value, dtype=float, copy=True)
+        up[name].flat[0] += h
+        down[name].flat[0] -= h
+        fd = (logp_vm(up) - logp_vm(down)) / (2 * h)
+        np.testing.assert_allclose(grad[at], fd, rtol=1e-5, atol=1e-7)
+        at += max(np.size(value), 1)
+    for backend in _installed(["numba", "jax", "c", "mlx"]):
+        mode = kl.Mode(linker=backend)
+        rtol = 1e-6 if backend == "mlx" else 1e-9
+        np.testing.assert_allclose(m.compile_logp(mode=mode)(point), logp_vm(point), rtol=rtol)
+        np.testing.assert_allclose(m.compile_dlogp(mode=mode)(point), grad, rtol=rtol, atol=1e-9)
+    if "jax" in available_linkers():
+        with m, warnings.catch_warnings():
+            warnings.simplefilter("ignore", ks.SamplingWarning)
+            idata = kl.sample(
+                draws=50, tune=50, chains=1, random_seed=2, progressbar=False, backend="jax"
+            )
+        assert np.isfinite(idata["posterior"]["ls"].values).all()
+
+
 def test_bad_arguments_are_named() -> None:
     with pytest.raises(KilnTypeError, match="cov_func: expected a covariance"):
         kl.gp.Marginal(cov_func=np.eye(3))

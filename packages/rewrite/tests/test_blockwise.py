@@ -67,3 +67,19 @@ def test_an_op_without_a_batched_rule_becomes_its_own_blockwise():
     assert not _blockwise_of_graphs([new])
     value = np.eye(3) * 2.0 + np.random.default_rng(1).normal(size=(2, 3, 3)) * 0.1
     np.testing.assert_allclose(evaluate(new, {a: value}), evaluate(out, {a: value}), rtol=1e-12)
+
+
+def test_a_batched_reshape_keeps_its_static_shape():
+    """A reshape to (1,) batched stays (batch, 1): a later product broadcasts it.
+
+    Its shape input reaches the Blockwise as a constant broadcast along the batch (a
+    (1, 1) constant once folded); the core op must still see the constant (1,), or the
+    output's static length 1 is lost and the product with a length-5 vector fails.
+    """
+    xs = kt.vector("xs")
+    five = np.linspace(0.0, 1.0, 5)
+    f = kt.vectorize(lambda x: kt.sum(kt.reshape(x * x, (1,)) * kt.constant(five)), "()->()")
+    (out,) = rewrite([xs], [f(xs)])
+    np.testing.assert_allclose(evaluate(out, {xs: np.array([1.0, 2.0])}), [2.5, 10.0])
+    b = Blockwise(kt.reshape(kt.scalar("s"), (1,)).owner.op, "(),(d)->(e)")
+    assert b(xs, kt.constant(np.array([[1]]))).type.shape == (None, 1)

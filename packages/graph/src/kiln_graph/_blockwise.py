@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from kiln_graph import _alloc, _elemwise, _opfromgraph, _reduce
-from kiln_graph._basic import as_tensor, shape_constant, tensor
+from kiln_graph._basic import as_tensor, constant, shape_constant, tensor
 from kiln_graph._errors import KilnTypeError, KilnValueError, ShapeMismatchError
-from kiln_graph._node import Apply, Op, TensorVariable, Variable
+from kiln_graph._node import Apply, Constant, Op, TensorVariable, Variable
 from kiln_graph._traversal import ancestors
 from kiln_graph._types import DISCRETE_DTYPES, TensorType
 
@@ -135,7 +135,7 @@ class Blockwise(Op):
             raise KilnValueError(
                 f"{self}: expected {len(self.inputs_sig)} input(s), got {len(inputs)}"
             )
-        tensors = [as_tensor(x) for x in inputs]
+        tensors = given = [as_tensor(x) for x in inputs]
         for i, (t, dims) in enumerate(zip(tensors, self.inputs_sig, strict=True)):
             if t.ndim < len(dims):
                 raise KilnValueError(
@@ -160,6 +160,16 @@ class Blockwise(Op):
                 ),
             )
             for t, dims in zip(tensors, self.inputs_sig, strict=True)
+        ]
+        # An input without batch dimensions goes to the core op as itself, so that a
+        # constant (a reshape's shape) gives the core outputs their static shapes.
+        refined = [
+            core if core is not None and core.type.shape == r.type.shape else r
+            for core, r in zip(
+                (_unbatched(g, len(d)) for g, d in zip(given, self.inputs_sig, strict=True)),
+                refined,
+                strict=True,
+            )
         ]
         core_node = self.core_op.make_node(*refined)
         if len(core_node.outputs) != len(self.outputs_sig):
@@ -358,6 +368,26 @@ class Blockwise(Op):
         for i, g in zip(keep, batched, strict=True):
             result[i] = g  # grad sums it over the batch dimensions x was broadcast along
         return result
+
+
+def _unbatched(t: TensorVariable, core_ndim: int) -> TensorVariable | None:
+    """Return ``t`` without batch dimensions that only broadcast it (None: it has others).
+
+    ``t`` itself; or the constant, or the DimShuffle's input, that rewrites broadcast
+    along new leading dimensions of length 1 before rebuilding a node on it.
+    """
+    if t.ndim == core_ndim:
+        return t
+    k = t.ndim - core_ndim
+    if isinstance(t, Constant) and all(n == 1 for n in t.type.shape[:k]):
+        return constant(t.data.reshape(t.data.shape[k:]), dtype=t.type.dtype)
+    owner = t.owner
+    if owner is not None and isinstance(owner.op, _elemwise.DimShuffle):
+        x = as_tensor(owner.inputs[0])
+        order = tuple(owner.op.new_order)
+        if x.ndim == core_ndim and order == ("x",) * k + tuple(range(core_ndim)):
+            return x
+    return None
 
 
 def _core_dummies(tensors: Sequence[Variable], batch: int) -> list[TensorVariable]:
