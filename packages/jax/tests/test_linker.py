@@ -124,3 +124,19 @@ def test_an_op_without_implementation_is_an_error_when_linking():
     with pytest.raises(NoJaxImplementation, match="Twice") as info:
         function([x], Twice()(x) + 1, JAX)
     assert any("on backend 'jax'" in note for note in info.value.__notes__)
+
+
+def test_a_batched_reshape_maps_its_values_not_its_target_shape() -> None:
+    """Blockwise(Reshape): the constant target shape reaches the core op as NumPy.
+
+    (Mapped by ``jax.vmap`` it was a tracer, which a reshape's static shape cannot be:
+    a latent Kronecker GP's draws failed to expand on JAX.)
+    """
+    from kiln_graph import Blockwise
+    from kiln_graph.ops import Reshape
+
+    x = kt.matrix("x")
+    out = Blockwise(Reshape(2), "(n),(k)->(a,b)")(x, kt.constant(np.array([[2, -1]])))
+    f = function([x], out, mode=Mode(linker="jax"))
+    value = np.arange(12.0).reshape(2, 6)
+    np.testing.assert_array_equal(f(value), value.reshape(2, 2, 3))

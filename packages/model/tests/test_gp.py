@@ -537,12 +537,13 @@ def test_a_marginal_kron_gp_samples_as_the_dense_one() -> None:
     """Kiln's NUTS on the grid model: the posterior of the Kronecker form and the dense one."""
     x1, x2, y = _kron_problem()
     m, gp = _kron_model(x1, x2, y)
-    with m:
+    with m, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ks.SamplingWarning)  # R-hat of 1,000 draws: 1.01
         gp.conditional("f_new", np.array([[1.5, 0.0]]))
         idata = kl.sample(
             draws=500, tune=500, chains=2, random_seed=2, progressbar=False, backend="numba"
         )
-    with kl.Model():
+    with kl.Model(), warnings.catch_warnings():
         ls1 = kl.Gamma("ls1", 4, 4)
         ls2 = kl.Gamma("ls2", 4, 4)
         eta = kl.HalfNormal("eta", 1.5)
@@ -555,6 +556,7 @@ def test_a_marginal_kron_gp_samples_as_the_dense_one() -> None:
         kl.gp.Marginal(mean_func=kl.gp.mean.Constant(0.2), cov_func=k).marginal_likelihood(
             "y", X=kl.gp.cartesian(x1, x2), y=y, sigma=sigma
         )
+        warnings.simplefilter("ignore", ks.SamplingWarning)
         ref = kl.sample(
             draws=500, tune=500, chains=2, random_seed=3, progressbar=False, backend="numba"
         )

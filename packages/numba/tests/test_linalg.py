@@ -191,3 +191,24 @@ def test_gradients_of_linalg_graphs() -> None:
     values = [s, rng.normal(size=n), rng.normal(size=n)]
     (lp, *_) = compare_with_vm([sigma, mu, x], outs, values, backend=FAST, rtol=1e-8)
     np.testing.assert_allclose(lp, multivariate_normal(values[1], s).logpdf(values[2]))
+
+
+@pytest.mark.parametrize("trans", [0, 1])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+def test_large_triangular_solves_by_blocks_match_scipy(lower, trans, unit_diagonal) -> None:
+    """Order >= 128 with several right-hand sides: the blocked path (BLAS updates)."""
+    rng = np.random.default_rng(4)
+    n = 200  # not a multiple of the block: a last, shorter block
+    a = rng.normal(size=(n, n)) / n + 2.0 * np.eye(n)
+    b = rng.normal(size=(n, 9))
+    x, y = kt.matrix("a"), kt.matrix("b")
+    out = kt.solve_triangular(x, y, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+    f = kiln.function([x, y], out, mode=kiln.Mode(linker="numba"))
+    want = sla.solve_triangular(a, b, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+    np.testing.assert_allclose(f(a, b), want, rtol=1e-12, atol=1e-14)
+    singular = a.copy()
+    singular[150, 150] = 0.0
+    if not unit_diagonal:
+        with pytest.raises(np.linalg.LinAlgError, match="singular"):
+            f(singular, b)

@@ -437,3 +437,28 @@ def test_stable_grad_is_finite_where_the_stable_value_is(build, at, expected) ->
     assert grad == pytest.approx(expected, abs=1e-12)
     if at in (710.0, 800.0, -710.0):
         assert not np.isfinite(naive)  # what the unstabilized gradient gives
+
+
+def test_the_cholesky_factor_of_a_cholesky_factors_gram_matrix_is_that_factor():
+    """MvNormal(chol=L) holds L @ L.T; its density's Cholesky of it is L itself.
+
+    One factorization instead of two, in the value and in its gradient (whose Cholesky
+    rule is taken once); the value and the gradient are unchanged.
+    """
+    from kiln_graph.ops import Cholesky
+
+    p = kt.matrix("p")
+    k = kt.dot(p, p.T) + 3.0 * kt.eye(3)
+    chol = kt.cholesky(k)
+    again = kt.cholesky(kt.matmul(chol, chol.T))
+    upper = kt.cholesky(kt.matmul(chol, chol.T), lower=False)
+    cost = kt.sum(kt.log(again * 2.0 + 5.0)) + kt.sum(upper)
+    stable, g = stable_grad(cost, p)
+    count = sum(isinstance(n.op, Cholesky) for n in toposort([stable, g]))
+    assert count == 1
+    value = np.random.default_rng(2).normal(size=(3, 3))
+    f = kiln.function([p], [cost, kt.grad(cost, p)], mode=kiln.Mode(rewrites=None))
+    g_f = kiln.function([p], [stable, g], mode=kiln.Mode(rewrites=None))
+    want, got = f(value), g_f(value)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-9, atol=1e-12)

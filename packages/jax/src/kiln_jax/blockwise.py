@@ -3,6 +3,9 @@
 ``jnp.vectorize`` with the Op's gufunc signature broadcasts the batch dimensions as
 NumPy's gufuncs do and maps the core function with ``jax.vmap``, so XLA runs one
 batched computation (a batched Cholesky, a batched solve) rather than a loop.
+A constant input that only broadcasts along the batch (a reshape's target shape) is
+handed to the core function as its NumPy value, not mapped: the core ops that need an
+input at trace time (shapes) still get it.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
-from kiln_graph import Apply, Blockwise, TensorType, TensorVariable
+from kiln_graph import Apply, Blockwise, Constant, TensorType, TensorVariable
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
 
@@ -26,14 +30,29 @@ def jax_funcify_Blockwise(op: Blockwise, node: Apply) -> JaxImpl:  # noqa: N802
     core_node = op.core_op.make_node(*[TensorVariable(t) for t in core_types])
     core = jax_funcify(op.core_op, core_node)
     multiple = len(node.outputs) > 1
+    fixed = {
+        i: np.asarray(v.data).reshape(np.shape(v.data)[batch:])
+        for i, v in enumerate(node.inputs)
+        if isinstance(v, Constant) and all(n == 1 for n in v.type.shape[:batch])  # type: ignore[attr-defined]
+    }
+    if len(fixed) == len(node.inputs):
+        fixed = {}  # nothing left to map: map them all
+    mapped = [i for i in range(len(node.inputs)) if i not in fixed]
 
     def core_fn(*args: Any) -> Any:
-        out = core(*args)
+        full = [fixed[i] if i in fixed else None for i in range(len(node.inputs))]
+        for i, a in zip(mapped, args, strict=True):
+            full[i] = a
+        out = core(*full)
         return tuple(out) if multiple else out
 
-    vectorized = jnp.vectorize(core_fn, signature=op.signature)
+    def dims(group: Any) -> str:
+        return ",".join("(" + ",".join(d) + ")" for d in group)
+
+    signature = f"{dims([op.inputs_sig[i] for i in mapped])}->{dims(op.outputs_sig)}"
+    vectorized = jnp.vectorize(core_fn, signature=signature)
 
     def blockwise(*args: Any) -> Any:
-        return vectorized(*(jnp.asarray(a) for a in args))
+        return vectorized(*(jnp.asarray(args[i]) for i in mapped))
 
     return blockwise

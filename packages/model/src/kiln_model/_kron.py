@@ -33,12 +33,22 @@ def _kron_apply(factors: list[TensorVariable], b: TensorVariable, apply: Any) ->
     """
     matrix = b.ndim == 2
     y = b if matrix else b[:, None]
-    m = y.shape[1]
+    m = _length(y, 1)
     for f in factors:
-        y = kt.reshape(y, (f.shape[0], -1))
+        y = kt.reshape(y, (_length(f, 0), -1))
         y = apply(f, y).T
     y = kt.reshape(y, (m, -1)).T
     return y if matrix else y[:, 0]
+
+
+def _length(x: TensorVariable, axis: int) -> Any:
+    """Return ``x``'s length along ``axis``: its static int where known, else symbolic.
+
+    A reshape to static lengths keeps the graph free of shape arithmetic, which the
+    draws' batched graphs (and JAX's tracing of them) need.
+    """
+    n = x.type.shape[axis]
+    return int(n) if n is not None else x.shape[axis]
 
 
 def kron_dot(factors: list[TensorVariable], b: TensorVariable) -> TensorVariable:
