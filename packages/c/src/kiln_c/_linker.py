@@ -107,8 +107,13 @@ class _Upgrade:
         self._adopt(thunk, self._built_lib)
 
     def wait(self) -> None:
-        """Wait until the optimised library is built and adopted (or its build failed)."""
-        self.thread.join()
+        """Wait until the optimised library is built and adopted (or its build failed).
+
+        Returns at once where no optimised build was started (``KILN_C_QUICK=only``):
+        the quick library stays in use.
+        """
+        if self.thread.ident is not None:
+            self.thread.join()
 
 
 #: The optimised builds running in the background, by library key.
