@@ -25,7 +25,7 @@ from kiln_compile._conformance import CaseGraph, ConformanceCase
 from kiln_graph import Blockwise, Composite, Elemwise, OpFromGraph, Variable
 from kiln_graph import scalar as m
 from kiln_graph import tensor as kt
-from kiln_graph.ops import Cholesky, MakeVector, MatMul, SlogDet, Split, Tri
+from kiln_graph.ops import Cholesky, MakeVector, MatMul, Reshape, SlogDet, Split, Tri
 from kiln_random import OPS as RANDOM_OPS
 from kiln_random import rng as random_generator
 
@@ -478,9 +478,11 @@ def _blockwise_rows() -> dict[str, Builder]:
         w = kt.vector("w", dtype=dtype)
         f = kt.vectorize(lambda r, s: kt.sum(kt.exp(r) * s), "(n),(n)->()")
         g = kt.vectorize(lambda r: kt.cumsum(r * r), "(n)->(n)")
+        # a reshape's target shape: a constant broadcast along the batch, not mapped
+        h = Blockwise(Reshape(2), "(n),(k)->(a,b)")(x, kt.constant(np.array([[2, -1]])))
         return _case(
             [x, w],
-            [f(x, w), g(x)],
+            [f(x, w), g(x), h],
             [_uniform(rng, (3, 4), dtype, -1, 1), _uniform(rng, (4,), dtype, -1, 1)],
         )
 

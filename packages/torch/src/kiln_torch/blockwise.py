@@ -3,16 +3,18 @@
 The inputs' batch dimensions are broadcast as NumPy's gufuncs do. A core function that
 takes batches itself (the linear algebra of :mod:`kiln_torch.linalg`, marked
 ``batched``) is called once on the whole batch; any other is mapped with
-``torch.vmap`` over the flattened batch.
+``torch.vmap`` over the flattened batch, except the constant inputs that only broadcast
+along the batch (a reshape's target shape), which the core function gets as they are.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
-from kiln_graph import Apply, Blockwise, TensorType, TensorVariable
+from kiln_graph import Apply, Blockwise, Constant, TensorType, TensorVariable
 from kiln_torch._funcify import TorchImpl, torch_funcify
 
 
@@ -47,11 +49,27 @@ def torch_funcify_Blockwise(op: Blockwise, node: Apply) -> TorchImpl:  # noqa: N
 
         return blockwise_batched
 
-    mapped = torch.vmap(lambda *a: tuple(core(*a)) if multiple else core(*a))
+    fixed = {
+        i: torch.as_tensor(np.asarray(v.data).reshape(np.shape(v.data)[batch:]))
+        for i, v in enumerate(node.inputs)
+        if isinstance(v, Constant) and all(n == 1 for n in v.type.shape[:batch])  # type: ignore[attr-defined]
+    }
+    if len(fixed) == len(node.inputs):
+        fixed = {}  # nothing left to map: map them all
+    free = [i for i in range(len(node.inputs)) if i not in fixed]
+
+    def core_of_free(*a: Any) -> Any:
+        full = [fixed.get(i) for i in range(len(node.inputs))]
+        for i, value in zip(free, a, strict=True):
+            full[i] = value
+        out = core(*full)
+        return tuple(out) if multiple else out
+
+    mapped = torch.vmap(core_of_free)
 
     def blockwise(*args: Any) -> Any:
         shape, full = broadcast(args)
-        flat = [a.reshape(-1, *a.shape[len(shape) :]) for a in full]
+        flat = [full[i].reshape(-1, *full[i].shape[len(shape) :]) for i in free]
         out = mapped(*flat)
         outs = list(out) if multiple else [out]
         outs = [o.reshape(*shape, *o.shape[1:]) for o in outs]
