@@ -19,7 +19,7 @@ from kiln_c._funcify import DTYPES, OBJECT
 from kiln_c._numpy_abi import layout_holds
 from kiln_c._runtime import CALLBACK, KilnArray, KilnContext, as_numpy, describe, take_output
 from kiln_c._trampoline import make_direct
-from kiln_c.linalg import blas_pointers
+from kiln_c.linalg import blas_pointers, uses_blas
 from kiln_compile import FunctionGraph
 from kiln_graph import KilnIndexError, KilnValueError, ShapeMismatchError
 
@@ -81,7 +81,7 @@ class CThunk:
         self._callback = CALLBACK(self._fallback)
         self._ctx = KilnContext()
         self._ctx.fallback = self._callback
-        self._blas = blas_pointers()
+        self._blas = blas_pointers() if uses_blas(fgraph.nodes) else None
         self._ctx.blas = ctypes.addressof(self._blas) if self._blas is not None else None
         self._ctx_ref = ctypes.byref(self._ctx)
         self._pointers = (ctypes.addressof(self._args), ctypes.addressof(self._outs))

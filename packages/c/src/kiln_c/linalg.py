@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from typing import Any
 
 from kiln_c._funcify import CTYPE, DTYPE_CODE, NoCImplementation, NodeIO, c_funcify, dtype_of
 from kiln_c.scalar import cast_expr
-from kiln_graph import Apply
+from kiln_graph import Apply, OpFromGraph
 from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
 
 #: The order of the function pointers in ``ctx->blas``: BLAS's, then LAPACK's.
@@ -31,6 +37,58 @@ LAPACK_FUNCTIONS = (
 _SLOT = {name: i for i, name in enumerate(BLAS_FUNCTIONS + LAPACK_FUNCTIONS)}
 
 
+#: The Ops whose C code calls BLAS or LAPACK through ``ctx->blas``.
+BLAS_OPS = (MatMul, Cholesky, Solve, SolveTriangular, Inv, Det, SlogDet, Eigh)
+
+
+def uses_blas(nodes: Any) -> bool:
+    """Whether any of ``nodes`` (a graph's) may call BLAS or LAPACK.
+
+    A graph without linear algebra skips :func:`blas_pointers`, whose first call
+    imports ``scipy.linalg`` (about 0.1 s): a warm link of such a graph stays a file
+    load. A Blockwise of such an Op counts, and so does any graph inside an Op
+    (OpFromGraph), conservatively.
+    """
+    for node in nodes:
+        op = getattr(node.op, "core_op", node.op)
+        if isinstance(op, (*BLAS_OPS, OpFromGraph)):
+            return True
+    return False
+
+
+def _cython_module(name: str) -> Any:
+    """Return ``scipy.linalg.<name>`` (a public module), loaded without ``scipy.linalg``.
+
+    ``from scipy.linalg import cython_blas`` first runs ``scipy.linalg``'s
+    ``__init__`` (about 0.1 s, most of a warm C link). The extension module is loaded
+    from its file under its own name instead, and registered in ``sys.modules`` so a
+    later import of SciPy finds it. Where SciPy's files are laid out otherwise, the
+    plain import runs (slower, the same module).
+    """
+    full = f"scipy.linalg.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    spec = importlib.util.find_spec("scipy")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        for folder in folders:
+            path = os.path.join(folder, "linalg", name + suffix)
+            if os.path.isfile(path):
+                loader = importlib.machinery.ExtensionFileLoader(full, path)
+                module_spec = importlib.util.spec_from_loader(full, loader)
+                if module_spec is None:
+                    break
+                module = importlib.util.module_from_spec(module_spec)
+                sys.modules[full] = module
+                try:
+                    loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[full]
+                    raise
+                return module
+    return importlib.import_module(full)
+
+
 @functools.cache
 def blas_pointers() -> ctypes.Array[ctypes.c_void_p] | None:
     """Return SciPy's BLAS and LAPACK routines as an array of pointers (None without SciPy).
@@ -38,7 +96,7 @@ def blas_pointers() -> ctypes.Array[ctypes.c_void_p] | None:
     The order is ``BLAS_FUNCTIONS`` then ``LAPACK_FUNCTIONS``.
     """
     try:
-        from scipy.linalg import cython_blas, cython_lapack
+        cython_blas, cython_lapack = (_cython_module(n) for n in ("cython_blas", "cython_lapack"))
     except ImportError:
         return None
     get_name = ctypes.pythonapi.PyCapsule_GetName

@@ -126,7 +126,7 @@ def native_model(logp_function: Any, expand_function: Any = None) -> NativeModel
         expand_cptr = ctypes.cast(expand.library.kiln_native_expand, ctypes.c_void_p).value
         n_out = int(sum(np.size(v) for v in expand_function(np.zeros(n))))
         keep += [expand, expand_args]
-    blas = blas_pointers()
+    blas = thunk._blas if expand_args is None else blas_pointers()
     data = _NativeData(
         ctypes.addressof(logp_args.args),
         len(logp_args.args),

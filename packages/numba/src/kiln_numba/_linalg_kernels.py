@@ -225,6 +225,15 @@ def eigh_kernel(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @kernel_njit(inline="always")
+def _divide_row(x: np.ndarray, i: int, d: float) -> None:
+    """Divide row ``i`` of ``x`` by the diagonal entry ``d`` (``LinAlgError`` if 0)."""
+    if d == 0:
+        raise np.linalg.LinAlgError("solve_triangular: singular matrix (a zero on the diagonal)")
+    for c in range(x.shape[1]):
+        x[i, c] /= d
+
+
+@kernel_njit(inline="always")
 def _substitute(a: np.ndarray, x: np.ndarray, lower: bool, unit_diagonal: bool, trans: int) -> None:
     """Overwrite ``x`` with the solution of ``a y = x`` (``a^T y = x``), ``a`` triangular."""
     n, k = x.shape
@@ -238,13 +247,7 @@ def _substitute(a: np.ndarray, x: np.ndarray, lower: bool, unit_diagonal: bool, 
             for c in range(k):
                 x[i, c] -= coef * x[j, c]
         if not unit_diagonal:
-            d = a[i, i]
-            if d == 0:
-                raise np.linalg.LinAlgError(
-                    "solve_triangular: singular matrix (a zero on the diagonal)"
-                )
-            for c in range(k):
-                x[i, c] /= d
+            _divide_row(x, i, a[i, i])
 
 
 @kernel_njit
@@ -303,13 +306,7 @@ def _blocked_substitute(
                 for c in range(k):
                     y[i, c] -= coef * y[j, c]
             if not unit_diagonal:
-                d = t[i, i]
-                if d == 0:
-                    raise np.linalg.LinAlgError(
-                        "solve_triangular: singular matrix (a zero on the diagonal)"
-                    )
-                for c in range(k):
-                    y[i, c] /= d
+                _divide_row(y, i, t[i, i])
     if not forward:
         x[:] = y[::-1]
 
