@@ -25,6 +25,7 @@ import numpy as np
 
 from kiln_graph import KilnTypeError, KilnValueError, TensorVariable
 from kiln_graph import tensor as kt
+from kiln_model.gp._periodic_series import periodic_sqrt_psd
 
 __all__ = [
     "Add",
@@ -326,8 +327,6 @@ class Periodic(Stationary):
         PyMC's method of this name gives ``c_j ive(j, 1 / ls**2)``, which is not this
         kernel's expansion (see ``HSGPPeriodic``).
         """
-        from kiln_model.gp._hsgp_periodic import periodic_sqrt_psd
-
         if isinstance(J, TensorVariable):
             raise KilnTypeError("J: expected the orders as non-negative ints, got a tensor")
         orders = np.asarray(J)
