@@ -113,6 +113,22 @@ class Blockwise(Op):
         """Return the number of batch dimensions of ``node`` (an application of this Op)."""
         return node.outputs[0].type.ndim - len(self.outputs_sig[0])  # type: ignore[attr-defined]
 
+    def unmapped_constants(self, node: Apply) -> dict[int, np.ndarray]:
+        """Return ``node``'s constant inputs that only broadcast along the batch, core-shaped.
+
+        By input position. A backend that maps the core function over the batch
+        (``jax.vmap``, ``torch.vmap``) hands these to it as they are, so that a core op
+        reading an input at trace time (a reshape's target shape) still can. Empty when
+        every input is such a constant (then all are mapped).
+        """
+        batch = self.batch_ndim(node)
+        found = {
+            i: np.asarray(v.data).reshape(np.shape(v.data)[batch:])
+            for i, v in enumerate(node.inputs)
+            if isinstance(v, Constant) and all(n == 1 for n in v.type.shape[:batch])  # type: ignore[attr-defined]
+        }
+        return {} if len(found) == len(node.inputs) else found
+
     def _check_core_dims(self, tensors: Sequence[TensorVariable], batch: int) -> dict[str, int]:
         """Check that each core dimension name has one static length; return the known ones."""
         known: dict[str, tuple[int, int]] = {}

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 
-from kiln_graph import Apply, Blockwise, Constant, TensorType, TensorVariable
+from kiln_graph import Apply, Blockwise, TensorType, TensorVariable
 from kiln_jax._funcify import JaxImpl, jax_funcify
 
 
@@ -30,13 +29,7 @@ def jax_funcify_Blockwise(op: Blockwise, node: Apply) -> JaxImpl:  # noqa: N802
     core_node = op.core_op.make_node(*[TensorVariable(t) for t in core_types])
     core = jax_funcify(op.core_op, core_node)
     multiple = len(node.outputs) > 1
-    fixed = {
-        i: np.asarray(v.data).reshape(np.shape(v.data)[batch:])
-        for i, v in enumerate(node.inputs)
-        if isinstance(v, Constant) and all(n == 1 for n in v.type.shape[:batch])  # type: ignore[attr-defined]
-    }
-    if len(fixed) == len(node.inputs):
-        fixed = {}  # nothing left to map: map them all
+    fixed = op.unmapped_constants(node)
     mapped = [i for i in range(len(node.inputs)) if i not in fixed]
 
     def core_fn(*args: Any) -> Any:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from kiln_graph import Apply, Blockwise, Constant, TensorType, TensorVariable
+from kiln_graph import Apply, Blockwise, TensorType, TensorVariable
 from kiln_torch._funcify import TorchImpl, torch_funcify
 
 
@@ -49,13 +48,7 @@ def torch_funcify_Blockwise(op: Blockwise, node: Apply) -> TorchImpl:  # noqa: N
 
         return blockwise_batched
 
-    fixed = {
-        i: torch.as_tensor(np.asarray(v.data).reshape(np.shape(v.data)[batch:]))
-        for i, v in enumerate(node.inputs)
-        if isinstance(v, Constant) and all(n == 1 for n in v.type.shape[:batch])  # type: ignore[attr-defined]
-    }
-    if len(fixed) == len(node.inputs):
-        fixed = {}  # nothing left to map: map them all
+    fixed = {i: torch.as_tensor(c) for i, c in op.unmapped_constants(node).items()}
     free = [i for i in range(len(node.inputs)) if i not in fixed]
 
     def core_of_free(*a: Any) -> Any:
