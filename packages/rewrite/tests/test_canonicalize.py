@@ -568,6 +568,30 @@ def test_large_constant_views_are_not_folded_into_copies():
     assert isinstance(folded, Constant)
 
 
+def test_a_computation_on_a_large_constant_view_is_folded_and_the_view_kept_only_for_variables():
+    # An HSGP basis: sin of a column of the data times constant frequencies. The column
+    # is a large view, so constant_folding alone leaves it, and the sines, to every call.
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(20_000, 1))
+    freqs = np.arange(1.0, 5.0)[None, :]
+    x = kt.constant(data)
+    basis = kt.sin(x[:, 0][:, None] * freqs)
+    w = kt.vector("w", shape=(4,))
+    out, basis_t = rewrite([w], [kt.dot(basis, w), kt.dot(basis.T, kt.exp(basis[:, 0]))])
+    kinds = {type(n.op).__name__ for n in toposort([out, basis_t])}
+    assert "Elemwise" not in kinds and "Composite" not in kinds, kinds
+    assert isinstance(basis_t, Constant)
+    expected = np.sin(data * freqs)
+    np.testing.assert_allclose(basis_t.data, expected.T @ np.exp(expected[:, 0]), rtol=1e-12)
+    value = np.array([0.5, -1.0, 2.0, 0.25])
+    np.testing.assert_allclose(evaluate([out], {w: value})[0], expected @ value, rtol=1e-12)
+    # A large transpose read by a variable stays a view of the one stored constant.
+    v = kt.vector("v", shape=(20_000,))
+    (t,) = rewrite([v], [kt.dot(kt.constant(expected).T, v)])
+    constants = [i for n in toposort([t]) for i in n.inputs if isinstance(i, Constant)]
+    assert sum(c.data.size for c in constants) <= expected.size + 10
+
+
 def test_logical_and_or_with_a_constant_or_twice_the_same_operand():
     x, y = _x(), _x(name="y")
     mask = kt.gt(x, 0.0)

@@ -48,18 +48,21 @@ def _index(rules: Sequence[Rewrite]) -> tuple[dict[type, list[Rewrite]], list[Re
     return by_type, generic
 
 
-def _fit(replacement: Variable, original: Variable, rewrite: Rewrite) -> Variable:
-    """Make ``replacement`` usable in place of ``original`` (same dtype, same broadcasting)."""
+def fit_replacement(replacement: Variable, original: Variable, rule: str) -> Variable:
+    """Make ``replacement`` usable in place of ``original`` (same dtype, same broadcasting).
+
+    ``rule`` names the rewrite in the error raised when it cannot.
+    """
     if replacement.type == original.type:
         return replacement
     ot, rt = original.type, replacement.type
     if not (isinstance(ot, TensorType) and isinstance(rt, TensorType)):
         if type(ot) is type(rt):
             return replacement
-        raise RewriteTypeError(f"rewrite {rewrite.name!r} replaced {original!r} by type {rt}")
+        raise RewriteTypeError(f"rewrite {rule!r} replaced {original!r} by type {rt}")
     if rt.ndim != ot.ndim:
         raise RewriteTypeError(
-            f"rewrite {rewrite.name!r} replaced a {ot.ndim}-d {original!r} with a "
+            f"rewrite {rule!r} replaced a {ot.ndim}-d {original!r} with a "
             f"{rt.ndim}-d {replacement!r}"
         )
     out = kt.as_tensor(replacement)
@@ -107,7 +110,10 @@ class _Firing:
                 )
             if all(a is b for a, b in zip(new_outs, node.outputs, strict=True)):
                 continue
-            replacement = [_fit(r, o, rule) for r, o in zip(new_outs, node.outputs, strict=True)]
+            replacement = [
+                fit_replacement(r, o, rule.name)
+                for r, o in zip(new_outs, node.outputs, strict=True)
+            ]
             self.fired[rule.name] += 1
             self.n_applied += 1
             if self.n_applied > self.bound:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln_graph import Apply, Constant, Variable
+from kiln_graph import Apply, Constant, TensorType, Variable, graph_replace, toposort
 from kiln_graph import tensor as kt
 from kiln_graph.ops import Alloc, ARange, Eye
-from kiln_rewrite._db import register_local
+from kiln_rewrite._db import register_global, register_local
+from kiln_rewrite._engine import fit_replacement
 
 #: Ops whose folded result can be much larger than their inputs: folded only when small.
 _EXPANDING = (Alloc, ARange, Eye)
@@ -39,16 +40,82 @@ def constant_folding(node: Apply) -> list[Variable] | None:
         return None
     if not all(hasattr(o.type, "dtype") for o in node.outputs):
         return None
+    results = _perform(node, [i.data for i in node.inputs])
+    if _only_copies_a_large_value(node, results):
+        return None
+    return [_constant(r, o) for r, o in zip(results, node.outputs, strict=True)]
+
+
+def _perform(node: Apply, values: list) -> list:
     results: list = [None] * len(node.outputs)
     with np.errstate(all="ignore"):
-        node.op.perform(node, [i.data for i in node.inputs], results)  # type: ignore[attr-defined]
+        node.op.perform(node, values, results)  # type: ignore[attr-defined]
+    return results
+
+
+def _only_copies_a_large_value(node: Apply, results: list) -> bool:
     copies_or_expands = isinstance(node.op, _EXPANDING) or bool(node.op.view_map)
-    if copies_or_expands and any(np.size(r) > _MAX_EXPANDED_SIZE for r in results):
-        return None
-    return [
-        kt.constant(np.asarray(r, dtype=o.type.dtype))  # type: ignore[attr-defined]
-        for r, o in zip(results, node.outputs, strict=True)
-    ]
+    return copies_or_expands and any(np.size(r) > _MAX_EXPANDED_SIZE for r in results)
+
+
+def _constant(value: object, like: Variable) -> Variable:
+    return kt.constant(np.asarray(value, dtype=like.type.dtype))  # type: ignore[attr-defined]
+
+
+@register_global(
+    "canonicalize",
+    "fast_run",
+    "fast_compile",
+    identity="f(view(constant)) -> constant: a computation on a large constant's copy or "
+    "expansion is folded; the copy itself stays unfolded only where it meets a variable",
+)
+def fold_computations_on_large_views(
+    inputs: list[Variable], outputs: list[Variable]
+) -> list[Variable]:
+    """Fold what ``constant_folding`` leaves behind a large view of a constant.
+
+    ``constant_folding`` refuses to turn a large copy or expansion of a constant (a
+    column of the data, its transpose, an ``Alloc``) into a second constant, so the
+    nodes computing on it (``sin(X[:, 0] * w)`` for a constant basis) stay in the
+    graph too and run at every call. Here the whole constant sub-graph is evaluated
+    once, and every value it hands to a node that reads a variable, or to an output,
+    becomes a constant, except a large copy, whose node stays (its own constant
+    inputs are then kept as they are).
+    """
+    nodes = toposort(outputs)
+    values: dict[Variable, object] = {}
+    for node in nodes:
+        if not node.inputs or not all(isinstance(o.type, TensorType) for o in node.outputs):
+            continue
+        if not all(isinstance(i, Constant) or i in values for i in node.inputs):
+            continue
+        args = [i.data if isinstance(i, Constant) else values[i] for i in node.inputs]
+        values.update(zip(node.outputs, _perform(node, args), strict=True))
+    if not values:
+        return outputs
+    # The values read by a node that is not folded (or that are outputs): the frontier.
+    frontier = [v for v in outputs if v in values]
+    frontier += [i for n in nodes if n.outputs[0] not in values for i in n.inputs if i in values]
+    replace: dict[Variable, Variable] = {}
+    seen: set[Variable] = set()
+    while frontier:
+        v = frontier.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        node = v.owner
+        assert node is not None
+        if _only_copies_a_large_value(node, [values[o] for o in node.outputs]):
+            frontier += [i for i in node.inputs if i in values]
+        else:
+            replace[v] = fit_replacement(
+                _constant(values[v], v), v, "fold_computations_on_large_views"
+            )
+    if not replace:
+        return outputs
+    new = graph_replace(outputs, replace)
+    assert isinstance(new, list)
+    return new
 
 
 # The rewrites of the other canonicalize families register themselves in these modules
