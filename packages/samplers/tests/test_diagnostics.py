@@ -126,3 +126,23 @@ def test_a_screen_that_passes_everything_warns_nothing() -> None:
     assert report["screened_draws"] == 1000
     assert report["max_rhat"] <= exact_r.max() and report["max_rhat"] < 1.01
     assert report["min_ess_bulk"] >= exact_e.min() and report["min_ess_bulk"] > 400
+
+
+def test_var_names_limit_the_convergence_checks_to_those_variables() -> None:
+    """kl.sample checks the free variables only, as PyMC does."""
+    from kiln_samplers import check_diagnostics
+
+    rng = np.random.default_rng(7)
+    good = rng.normal(size=(2, 500, 3))
+    apart = rng.normal(size=(2, 500, 1)) + np.array([0.0, 1.0])[:, None, None]
+    idata = _idata({"good": good, "apart": apart})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        everything = check_diagnostics(idata, max_treedepth=10)
+    assert everything["max_rhat"] == rhat_ess(apart)[0].max() > 1.01
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = check_diagnostics(idata, max_treedepth=10, var_names=["good"])
+    assert report["max_rhat"] == rhat_ess(good)[0].max() < 1.01
+    with pytest.raises(KeyError, match=r"\['nope'\] are not in the posterior"):
+        check_diagnostics(idata, max_treedepth=10, var_names=["nope"])

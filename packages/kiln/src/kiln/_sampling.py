@@ -176,9 +176,15 @@ def sample(
         raise
     idata = _to_datatree(m, result, nuts_sampler, idata_options)
     if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
-        # Read from the arrays (not the DataTree); only what the screen picks is
-        # computed on every draw (the warnings are the exact check's).
-        kiln_samplers.check_diagnostics(result.trace, result.max_treedepth, exact_extremes=False)
+        # Read from the arrays (not the DataTree); only what the screen picks is computed
+        # on every draw (the warnings are the exact check's). The free variables, as
+        # PyMC checks (a deterministic is a function of them).
+        kiln_samplers.check_diagnostics(
+            result.trace,
+            result.max_treedepth,
+            exact_extremes=False,
+            var_names=[v.name for v in m.free_variables if v.name in result.trace.posterior],
+        )
     return idata
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import datetime
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -113,7 +113,11 @@ _SCREEN_RHAT = 1.005
 
 
 def check_diagnostics(
-    idata: Any, max_treedepth: int, warn: bool = True, exact_extremes: bool = True
+    idata: Any,
+    max_treedepth: int,
+    warn: bool = True,
+    exact_extremes: bool = True,
+    var_names: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Warn, as PyMC does, about divergences, R-hat > 1.01, low bulk ESS, full trees.
 
@@ -135,12 +139,21 @@ def check_diagnostics(
     and ``min_ess_bulk`` are exact values; without it (what ``kl.sample``, which shows
     only the warnings, asks for) the elements the screen passes keep their screened
     values in the report, and the report's extremes are exact whenever they warn.
+
+    ``var_names`` limits R-hat and ESS to those posterior variables (default: all);
+    ``kl.sample`` passes the free variables, as PyMC's convergence checks do (a
+    deterministic is a function of them).
     """
     if isinstance(idata, Trace):
         posterior, stats = idata.posterior, idata.sample_stats
     else:
         posterior = {k: v.values for k, v in idata["posterior"].data_vars.items()}
         stats = {k: v.values for k, v in idata["sample_stats"].data_vars.items()}
+    if var_names is not None:
+        missing = sorted(set(var_names) - set(posterior))
+        if missing:
+            raise KeyError(f"var_names: {missing} are not in the posterior ({sorted(posterior)})")
+        posterior = {k: posterior[k] for k in var_names}
     report = _diagnose(posterior, stats, max_treedepth, exact_extremes)
     if warn:
         for message in report["messages"]:
