@@ -150,9 +150,18 @@ def _has_test_files() -> bool:
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the tests of every package and the integration tests."""
-    # graphviz: kl.model_to_graphviz's optional dependency (kiln[graphviz]), tested here.
+    # graphviz: kl.model_to_graphviz's optional dependency (kiln[graphviz]), tested here;
+    # scikit-learn: its kernels are test_gp_sklearn's independent reference.
     install_packages(
-        session, "pytest", "hypothesis", "scipy", "mpmath", "graphviz", *ENGINES, *DISTRIBUTED
+        session,
+        "pytest",
+        "hypothesis",
+        "scipy",
+        "mpmath",
+        "graphviz",
+        "scikit-learn",
+        *ENGINES,
+        *DISTRIBUTED,
     )
     posargs = list(session.posargs)
     args = posargs if _names_a_path(posargs) else [*_test_paths(), *posargs]
