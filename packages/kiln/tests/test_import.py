@@ -23,6 +23,10 @@ HEAVY = (
     "mlx",
     "dask",
     "matplotlib",
+    # Not heavy libraries, but 10-50 ms each of a short process: read on first use.
+    "importlib.metadata",  # kl.__version__, the linker registry, the cache keys
+    "tqdm",  # a progress bar that is shown
+    "asyncio",
 )
 
 

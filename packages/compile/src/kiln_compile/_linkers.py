@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any, Protocol
 
 from kiln_compile._fgraph import FunctionGraph
@@ -118,11 +117,15 @@ class _Registry(Mapping[str, Any]):
 
     def _scan(self) -> dict[str, Any]:
         if self._all is None:
+            from importlib.metadata import entry_points  # 10-30 ms to import
+
             self._all = {ep.name: ep for ep in entry_points(group=GROUP)}
         return self._all
 
     def _from_package(self, name: str) -> Any:
         if name not in self._known:
+            from importlib.metadata import PackageNotFoundError, distribution
+
             found = None
             try:
                 for ep in distribution(KNOWN_BACKENDS[name]).entry_points:

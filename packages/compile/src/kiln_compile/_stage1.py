@@ -20,7 +20,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from kiln_compile._cache import DiskCache
@@ -46,6 +45,8 @@ _CODE_PACKAGES = ("kiln_graph", "kiln_random", "kiln_rewrite")
 @functools.cache
 def kiln_version() -> str:
     """Return the installed kiln version (part of every cache key)."""
+    from importlib.metadata import PackageNotFoundError, version  # 10-30 ms to import
+
     try:
         return version("kiln-compile")
     except PackageNotFoundError:  # running from a source tree

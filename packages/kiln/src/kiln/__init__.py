@@ -15,7 +15,7 @@ Examples
 array([2., 4.])
 """
 
-from importlib.metadata import version as _version
+from typing import Any
 
 from kiln import cache as cache
 from kiln import distributions as distributions
@@ -39,7 +39,7 @@ from kiln._map import find_MAP as find_MAP
 from kiln._predictive import sample_posterior_predictive as sample_posterior_predictive
 from kiln._predictive import sample_prior_predictive as sample_prior_predictive
 from kiln._sampling import sample as sample
-from kiln.distributions import _kiln_getattr as __getattr__  # noqa: F401  (PyMC-name hints)
+from kiln.distributions import missing_name_error
 from kiln_compile import FAST_COMPILE as FAST_COMPILE
 from kiln_compile import FAST_RUN as FAST_RUN
 from kiln_compile import Function as Function
@@ -60,4 +60,15 @@ from kiln_samplers import SamplingInterrupted as SamplingInterrupted
 from kiln_samplers import SamplingWarning as SamplingWarning
 from kiln_samplers import SlowPathWarning as SlowPathWarning
 
-__version__ = _version("kiln")
+
+def __getattr__(name: str) -> Any:
+    """Return ``kl.__version__``, read from the installed metadata when first asked.
+
+    (Importing ``importlib.metadata`` would cost ``import kiln`` tens of milliseconds.)
+    Any other missing name raises an ``AttributeError``, with a hint for a PyMC name.
+    """
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("kiln")
+    raise missing_name_error("kiln", name)

@@ -80,11 +80,6 @@ def __getattr__(name: str) -> Any:
     raise missing_name_error(__name__, name)
 
 
-def _kiln_getattr(name: str) -> Any:
-    """``kiln.__getattr__``: the same hint for ``kl.<PyMC name>``."""
-    raise missing_name_error("kiln", name)
-
-
 __all__ = [
     "Distribution",
     "WishartBartlett",

@@ -19,7 +19,6 @@ import functools
 import hashlib
 import platform
 import threading
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
@@ -50,6 +49,8 @@ class VersionMismatchError(KilnValueError):
 
 
 def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version  # 10-30 ms to import
+
     try:
         return version(distribution)
     except PackageNotFoundError:

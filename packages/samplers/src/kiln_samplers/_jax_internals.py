@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import warnings
 
 #: The JAX versions (``>= first, < second``, by major and minor) checked.
@@ -26,7 +25,9 @@ class JaxVersionWarning(UserWarning):
 @functools.cache
 def compile_event_known() -> bool:
     """Whether :data:`COMPILE_EVENT` is JAX's name here (a checked version); warns once if not."""
-    version = importlib.metadata.version("jax")
+    from importlib.metadata import version as installed  # not at import: 10-30 ms
+
+    version = installed("jax")
     try:
         major, minor = (int(part) for part in version.split(".")[:2])
     except ValueError:

@@ -1,7 +1,9 @@
 """kiln's one progress helper (tqdm): a bar per chain, or one bar; off on request.
 
 :func:`progress_bar` makes every bar kiln shows (the chains' bars of :class:`Progress`,
-posterior predictive draws in the umbrella); a disabled one shows nothing.
+posterior predictive draws in the umbrella); a disabled one shows nothing and does not
+import tqdm (whose import, with ``importlib.metadata`` and asyncio, costs tens of
+milliseconds of a short process).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from kiln_samplers import _nuts_core as core
 
@@ -22,9 +23,30 @@ def progress_bar(total: int, desc: str, enabled: bool = True, position: int | No
     Use it as a context manager (``with progress_bar(...) as bar: bar.update()``) or
     close it.
     """
-    return tqdm(
-        total=total, desc=desc, position=position, leave=True, unit="draws", disable=not enabled
-    )
+    if not enabled:
+        return _HiddenBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, position=position, leave=True, unit="draws")
+
+
+class _HiddenBar:
+    """What a disabled bar does: nothing (tqdm's methods that kiln calls)."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _HiddenBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 class Progress:
