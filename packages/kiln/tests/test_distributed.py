@@ -24,7 +24,7 @@ import pytest
 import kiln as kl
 import kiln_samplers as ks
 from kiln._distributed import ChainTask, sample_chain_task
-from kiln_graph import KilnTypeError, KilnValueError
+from kiln_graph import KilnTypeError
 from kiln_model import VersionMismatchError, load_package
 
 Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
@@ -178,12 +178,50 @@ def test_ctrl_c_cancels_the_running_chains_and_returns_the_finished_ones(local_r
 def test_a_bad_executor_is_refused_before_compiling():
     with eight_schools(), pytest.raises(KilnTypeError, match="executor: expected a dask"):
         kl.sample(executor="localhost:8786", progressbar=False)
-    with (
+
+
+# --- nutpie and the JAX engines: a chain per task -------------------------------------------
+
+
+def _engine_run(engine: str, executor, **kwargs):
+    backend = "jax" if engine in ("numpyro", "blackjax") else "numba"
+    return _sample(
         eight_schools(),
-        concurrent.futures.ThreadPoolExecutor(1) as pool,
-        pytest.raises(KilnValueError, match="kiln's samplers only"),
-    ):
-        kl.sample(executor=pool, nuts_sampler="nutpie", progressbar=False)
+        backend=backend,
+        nuts_sampler=engine,
+        draws=400,
+        tune=400,
+        chains=2,
+        executor=executor,
+        **kwargs,
+    )
+
+
+def _check_eight_schools_posterior(idata) -> None:
+    """Check mu (non-centred eight schools: mean 4.4, sd 3.3) within 5 MCSEs."""
+    mu = idata["posterior"]["mu"].values
+    assert mu.shape == (2, 400) and not np.array_equal(mu[0], mu[1])
+    mcse = 3.3 / np.sqrt(mu.size / 4)  # a conservative ESS of a quarter of the draws
+    assert abs(mu.mean() - 4.4) < 5 * mcse, mu.mean()
+    assert 2.5 < mu.std() < 4.2, mu.std()
+    assert int(idata["sample_stats"]["diverging"].sum()) < 20
+
+
+@pytest.mark.parametrize("engine", ["nutpie", "numpyro"])
+def test_engine_chains_draw_the_same_on_a_process_pool_as_in_this_process(engine):
+    """Chain c is the engine's one-chain run with chain c's seed, wherever it runs."""
+    if importlib.util.find_spec(engine) is None:
+        pytest.skip(f"{engine} is not installed")
+    with concurrent.futures.ThreadPoolExecutor(1) as here:
+        local = _engine_run(engine, here)
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        remote = _engine_run(engine, pool)
+    assert_same_draws(local, remote)
+    workers = remote.attrs["chain_workers"].split(", ")
+    assert len(workers) == 2 and all(w.split(":")[1] != str(os.getpid()) for w in workers)
+    assert remote["posterior"]["theta"].dims == ("chain", "draw", "school")
+    _check_eight_schools_posterior(remote)
 
 
 # --- Dask distributed ----------------------------------------------------------------------
@@ -254,6 +292,16 @@ def test_step_method_chains_on_dask_draw_what_local_chains_draw(cluster):
     remote = _sample(_mixed_model(), draws=150, tune=100, chains=2, executor=cluster)
     assert_same_draws(local, remote)
     assert remote.attrs["executor"] == "DaskAdapter" and "Metropolis" in remote.attrs["step"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nutpie") is None, reason="nutpie not installed")
+def test_nutpie_chains_on_dask_draw_what_they_draw_in_this_process(cluster):
+    with concurrent.futures.ThreadPoolExecutor(1) as here:
+        local = _engine_run("nutpie", here)
+    remote = _engine_run("nutpie", cluster)
+    assert_same_draws(local, remote)
+    assert remote.attrs["executor"] == "DaskAdapter"
+    _check_eight_schools_posterior(remote)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("kiln_c") is None, reason="kiln_c not installed")

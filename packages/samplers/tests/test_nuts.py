@@ -119,6 +119,19 @@ def test_the_same_seed_gives_the_same_draws_whatever_the_cores():
     assert not np.array_equal(a.unconstrained, c.unconstrained)
 
 
+def test_chain_seeds_of_a_seed_sequence_are_its_children_and_leave_it_unchanged():
+    """A chain's task (kl.sample(executor=...)) hands its SeedSequence to an engine."""
+    seq = np.random.SeedSequence(7).spawn(4)[2]
+    seeds = ks.chain_seeds(seq, 3)
+    expected = np.random.SeedSequence(7).spawn(4)[2].spawn(3)
+    for got, want in zip(seeds, expected, strict=True):
+        np.testing.assert_array_equal(got.generate_state(4), want.generate_state(4))
+    assert seq.n_children_spawned == 0
+    again = ks.chain_seeds(seq, 3)
+    np.testing.assert_array_equal(again[1].generate_state(4), seeds[1].generate_state(4))
+    assert [s.spawn_key for s in ks.chain_seeds([1, 2], 2)] == [(), ()]
+
+
 def test_the_python_and_numba_kernels_make_valid_draws_from_one_seed():
     a = ks.sample_nuts(Gaussian(), draws=300, tune=300, chains=1, random_seed=5, progressbar=False)
     b = ks.sample_nuts(

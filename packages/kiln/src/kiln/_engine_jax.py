@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import kiln_samplers
-from kiln._engines import ENGINES, EngineResult, EngineRun
+from kiln._engines import ENGINES, EngineResult, EngineRun, run_engine_on_executor
 from kiln_compile import get_linker
 from kiln_graph import KilnValueError
 from kiln_model import CompiledModel
@@ -44,6 +44,8 @@ def _run(run: EngineRun, engine: str, sampler: Callable[..., Any]) -> EngineResu
     options = dict(run.options)
     depth_keys = ("max_treedepth", "max_tree_depth", "max_num_doublings")
     max_treedepth = int(next((options[k] for k in depth_keys if k in options), 10))
+    if run.executor is not None:  # a chain per task (kiln._distributed_engines)
+        return run_engine_on_executor(run, compiled, engine, graph_time, max_treedepth)
     trace, xla_time = sampler(
         compiled,
         draws=run.draws,

@@ -14,7 +14,7 @@ import time
 import warnings
 
 import kiln_samplers
-from kiln._engines import EngineResult, EngineRun
+from kiln._engines import EngineResult, EngineRun, run_engine_on_executor
 from kiln_compile import NativeUnavailable, get_linker
 from kiln_graph import KilnValueError
 
@@ -43,6 +43,10 @@ def run_nutpie(run: EngineRun) -> EngineResult:
     start = time.perf_counter()
     compiled = run.model.logp_dlogp_function(mode=run.mode, jitter=run.jitter)
     compiled.expand_function  # noqa: B018  # compiled here: its time is compile time
+    max_treedepth = int(settings.get("maxdepth", _MAXDEPTH))
+    if run.executor is not None:  # a chain per task (kiln._distributed_engines)
+        compile_time = time.perf_counter() - start
+        return run_engine_on_executor(run, compiled, "nutpie", compile_time, max_treedepth)
     native = None
     path = "python"
     if kiln_samplers.nutpie_private_api():
@@ -66,5 +70,4 @@ def run_nutpie(run: EngineRun) -> EngineResult:
         options=run.options,
     )
     attrs = {"nutpie_path": path, "nutpie_version": kiln_samplers.import_nutpie().__version__}
-    max_treedepth = int(settings.get("maxdepth", _MAXDEPTH))
     return EngineResult(trace, compiled, compile_time, max_treedepth, attrs)

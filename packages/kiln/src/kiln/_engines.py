@@ -198,13 +198,12 @@ def _run_on_executor(
     run: EngineRun, compiled: CompiledModel, settings: Any, compile_time: float
 ) -> EngineResult:
     """Kiln's NUTS with each chain a task of ``run.executor`` (:mod:`kiln._distributed`)."""
-    from kiln._distributed import ChainsFailedError, executor_attrs, sample_on_executor
-    from kiln._executors import executor_adapter
+    from kiln._distributed import sample_on_executor
 
-    try:
-        trace, details = sample_on_executor(
+    def sample(adapter: Any) -> tuple[kiln_samplers.Trace, dict[str, Any]]:
+        return sample_on_executor(
             compiled,
-            executor_adapter(run.executor),
+            adapter,
             draws=run.draws,
             tune=run.tune,
             chains=run.chains,
@@ -212,11 +211,10 @@ def _run_on_executor(
             settings=settings,
             progressbar=run.progressbar,
         )
-    except ChainsFailedError as error:
-        if error.trace is not None:
-            error.result = EngineResult(error.trace, compiled, compile_time, settings.max_treedepth)
-        raise
-    if "python" in (trace.kernel or "") and hasattr(get_linker(compiled.function.linker), "native"):
+
+    result = run_chains_on_executor(run, compiled, compile_time, settings.max_treedepth, sample)
+    kernel = result.trace.kernel or ""
+    if "python" in kernel and hasattr(get_linker(compiled.function.linker), "native"):
         warnings.warn(
             "kl.sample: on the workers the model's log-density could not be called by the "
             "compiled NUTS kernel; the chains ran the Python kernel, which is many times "
@@ -224,5 +222,54 @@ def _run_on_executor(
             kiln_samplers.SlowPathWarning,
             stacklevel=4,
         )
-    attrs = executor_attrs(details)
-    return EngineResult(trace, compiled, compile_time, settings.max_treedepth, attrs)
+    return result
+
+
+def run_chains_on_executor(
+    run: EngineRun,
+    compiled: CompiledModel,
+    compile_time: float,
+    max_treedepth: int,
+    sample: Callable[[Any], tuple[kiln_samplers.Trace, dict[str, Any]]],
+) -> EngineResult:
+    """Return an engine's result of ``sample(adapter)``, its chains tasks of ``run.executor``.
+
+    The result's attributes say where each chain ran (:func:`kiln._distributed.executor_attrs`);
+    a :class:`kiln.ChainsFailedError` carries the finished chains' result.
+    """
+    from kiln._distributed import ChainsFailedError, executor_attrs
+    from kiln._executors import executor_adapter
+
+    try:
+        trace, details = sample(executor_adapter(run.executor))
+    except ChainsFailedError as error:
+        if error.trace is not None:
+            error.result = EngineResult(error.trace, compiled, compile_time, max_treedepth)
+        raise
+    return EngineResult(trace, compiled, compile_time, max_treedepth, executor_attrs(details))
+
+
+def run_engine_on_executor(
+    run: EngineRun, compiled: CompiledModel, engine: str, compile_time: float, max_treedepth: int
+) -> EngineResult:
+    """Run nutpie's or a JAX engine's chains as tasks of ``run.executor``, one each.
+
+    See :mod:`kiln._distributed_engines`.
+    """
+    from kiln._distributed_engines import sample_engine_on_executor
+
+    def sample(adapter: Any) -> tuple[kiln_samplers.Trace, dict[str, Any]]:
+        return sample_engine_on_executor(
+            compiled,
+            adapter,
+            engine,
+            draws=run.draws,
+            tune=run.tune,
+            chains=run.chains,
+            random_seed=run.random_seed,
+            target_accept=run.target_accept,
+            options=run.options,
+            progressbar=run.progressbar,
+        )
+
+    return run_chains_on_executor(run, compiled, compile_time, max_treedepth, sample)

@@ -11,6 +11,7 @@ import numpy as np
 import kiln_samplers
 from kiln._arguments import check_sample_arguments, explain_initial_point
 from kiln._distributed import ChainsFailedError
+from kiln._distributed_engines import REMOTE_ENGINES
 from kiln._engine_steps import needs_steps, run_steps
 from kiln._engines import EngineResult, EngineRun, get_engine
 from kiln_compile import FAST_RUN, DiskCache, Mode, available_linkers, get_mode
@@ -101,11 +102,13 @@ def sample(
     of this process: a ``dask.distributed.Client`` (``pip install kiln[dask]``) or any
     ``concurrent.futures.Executor`` (a ``ProcessPoolExecutor`` on one machine). Each
     worker rebuilds the model's log-density from data shipped with the task (its own
-    kiln cache makes that fast when warm); chain ``c`` draws what it draws locally for
-    the same ``random_seed``. A chain that fails after its retries raises
-    :class:`kiln.ChainsFailedError`, whose ``idata`` holds the other chains' draws.
-    kiln's NUTS and its step methods run there (``nuts_sampler="kiln"``); a
-    population step (DEMetropolis) runs its chains together in one task.
+    kiln cache makes that fast when warm); with kiln's NUTS and step methods chain
+    ``c`` draws what it draws locally for the same ``random_seed``. A chain that fails
+    after its retries raises :class:`kiln.ChainsFailedError`, whose ``idata`` holds the
+    other chains' draws. A population step (DEMetropolis) runs its chains together in
+    one task. nutpie, numpyro and blackjax run one chain per task too: chain ``c`` is
+    the engine's one-chain run with chain ``c``'s seed, the same on any executor (not
+    chain ``c`` of a local multi-chain run of that engine).
 
     Examples
     --------
@@ -144,10 +147,10 @@ def sample(
                 "nuts_sampler='kiln'"
             )
         engine = functools.partial(run_steps, step=step)
-    if executor is not None and nuts_sampler != "kiln":
+    if executor is not None and nuts_sampler not in ("kiln", *REMOTE_ENGINES):
         raise KilnValueError(
-            "executor: chains run on an executor with kiln's samplers only "
-            f"(nuts_sampler='kiln', and step methods); got nuts_sampler={nuts_sampler!r}"
+            f"executor: chains run on an executor with nuts_sampler in "
+            f"{['kiln', *REMOTE_ENGINES]} (and step methods); got nuts_sampler={nuts_sampler!r}"
         )
     idata_options = dict(idata_kwargs or {})
     unknown = sorted(set(idata_options) - {"log_likelihood"})

@@ -27,7 +27,12 @@ from kiln_graph import (
 from kiln_graph import tensor as kt
 from kiln_model._errors import ModelError
 from kiln_model._logprob import LogpGraph, Substitution, build_logp, nan_is_outside
-from kiln_model._package import ModelPackage, jittered_start, package_function
+from kiln_model._package import (
+    ModelPackage,
+    jittered_start,
+    package_function,
+    pure_jax_outputs,
+)
 from kiln_model._vectorize import item_of, vectorize_sums
 from kiln_rewrite import stable_grad
 
@@ -439,24 +444,6 @@ class CompiledModel:
             for n, (j, k) in zip(self.out_names, self._expand_items, strict=True)
         }
 
-    def _jax_outputs(self, f: Function, x: Any) -> list[Any]:
-        """Evaluate ``f``'s graph as a pure JAX function of ``x`` (JAX backend only).
-
-        The shared variables' (Data) current values are read at each call: under
-        ``jax.jit`` that is when the caller traces, so a sampler compiled before
-        ``set_data`` keeps the values it was traced with.
-        """
-        pure = getattr(f.thunk, "fn", None)
-        if f.linker != "jax" or pure is None:
-            raise KilnValueError(
-                f"logp_jax / expand_jax need the JAX backend, but this model is compiled "
-                f"with {f.linker!r}: compile it with mode=kiln.Mode(linker='jax') "
-                "(kiln.sample(backend='jax'))"
-            )
-        shared = f.fgraph.inputs[f.fgraph.n_explicit :]
-        values = [s.get_value(borrow=True) for s in shared]  # type: ignore[attr-defined]
-        return list(pure([x, *values]))
-
     def logp_jax(self, x: Any) -> Any:
         """Return the log-density at ``x`` as a JAX scalar: a pure, traceable function.
 
@@ -472,7 +459,7 @@ class CompiledModel:
         >>> with jax.enable_x64(True):  # doctest: +SKIP
         ...     g = jax.grad(m.logp_jax)(m.initial_point())
         """
-        return self._jax_outputs(self._logp_function(), x)[0]
+        return pure_jax_outputs(self._logp_function(), x)[0]
 
     def expand_jax(self, x: Any) -> dict[str, Any]:
         """Return the constrained free variables and deterministics at ``x`` as JAX arrays.
@@ -480,7 +467,7 @@ class CompiledModel:
         Ordered like ``out_names``; pure and traceable, under the conditions of
         :meth:`logp_jax`.
         """
-        values = self._jax_outputs(self.expand_function, x)
+        values = pure_jax_outputs(self.expand_function, x)
         return dict(zip(self.out_names, values, strict=True))
 
     def observed_logp(self, x: Any) -> dict[str, np.ndarray]:

@@ -44,6 +44,25 @@ FORMAT = 1
 _BACKEND_LIBRARIES = {"numba": "numba", "jax": "jax", "torch": "torch", "mlx": "mlx"}
 
 
+def pure_jax_outputs(f: Function, x: Any) -> list[Any]:
+    """Evaluate ``f``'s graph as a pure JAX function of ``x`` (JAX backend only).
+
+    The shared variables' (Data) current values are read at each call: under
+    ``jax.jit`` that is when the caller traces, so a sampler compiled before
+    ``set_data`` keeps the values it was traced with.
+    """
+    pure = getattr(f.thunk, "fn", None)
+    if f.linker != "jax" or pure is None:
+        raise KilnValueError(
+            f"logp_jax / expand_jax need the JAX backend, but this model is compiled "
+            f"with {f.linker!r}: compile it with mode=kiln.Mode(linker='jax') "
+            "(kiln.sample(backend='jax'))"
+        )
+    shared = f.fgraph.inputs[f.fgraph.n_explicit :]
+    values = [s.get_value(borrow=True) for s in shared]  # type: ignore[attr-defined]
+    return list(pure([x, *values]))
+
+
 class VersionMismatchError(KilnValueError):
     """A package was written by a kiln, NumPy or backend of another version than the reader's."""
 
@@ -209,6 +228,14 @@ class PackagedModel:
     def logp(self, x: Any) -> float:
         """Return the log-density at ``x``."""
         return self.logp_dlogp(x)[0]
+
+    def logp_jax(self, x: Any) -> Any:
+        """Return the log-density at ``x`` as a JAX scalar (a package of the JAX backend).
+
+        As :meth:`kiln_model.CompiledModel.logp_jax`: pure and traceable, for the JAX
+        samplers on a worker.
+        """
+        return pure_jax_outputs(self.function, x)[0]
 
     def expand(self, x: Any) -> dict[str, np.ndarray]:
         """Not available on a worker: the draws' values are computed by the client."""

@@ -54,6 +54,7 @@ from kiln_samplers._sample import Trace as Trace
 from kiln_samplers._sample import chain_seeds as chain_seeds
 from kiln_samplers._sample import map_draws as map_draws
 from kiln_samplers._sample import sample_nuts as sample_nuts
+from kiln_samplers._sample import trace_from_chain_traces as trace_from_chain_traces
 from kiln_samplers._sample import trace_from_chains as trace_from_chains
 from kiln_samplers._sample import warn_interrupted as warn_interrupted
 from kiln_samplers._steps import Metropolis as Metropolis

@@ -130,8 +130,12 @@ def _initial_points(model: JaxCompiledModel, random_seed: Any, chains: int) -> n
 
 
 def _key_seed(random_seed: Any) -> int:
-    entropy = random_seed if not isinstance(random_seed, list | tuple) else list(random_seed)
-    return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint32)[0])
+    if isinstance(random_seed, np.random.SeedSequence):
+        seq = random_seed
+    else:
+        entropy = random_seed if not isinstance(random_seed, list | tuple) else list(random_seed)
+        seq = np.random.SeedSequence(entropy)
+    return int(seq.generate_state(1, dtype=np.uint32)[0])
 
 
 def _tree_depth(n_steps: np.ndarray) -> np.ndarray:

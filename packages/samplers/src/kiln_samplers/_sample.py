@@ -55,7 +55,18 @@ class Trace:
 
 
 def chain_seeds(random_seed: Any, chains: int) -> list[np.random.SeedSequence]:
-    """Return one independent seed per chain derived from ``random_seed``."""
+    """Return one independent seed per chain derived from ``random_seed``.
+
+    ``random_seed`` is anything ``numpy.random.SeedSequence`` takes, a ``SeedSequence``
+    (its children, as a fresh one's ``spawn`` gives, without changing it: the same
+    sequence always gives the same seeds), or one seed per chain.
+    """
+    if isinstance(random_seed, np.random.SeedSequence):
+        s = random_seed
+        return [
+            np.random.SeedSequence(s.entropy, spawn_key=(*s.spawn_key, c), pool_size=s.pool_size)
+            for c in range(chains)
+        ]
     if isinstance(random_seed, list | tuple):
         if len(random_seed) != chains:
             raise ValueError(f"random_seed: {len(random_seed)} seeds for {chains} chains")
@@ -153,6 +164,48 @@ def trace_from_chains(
         interrupted,
         n_leapfrog=sum(r.n_leapfrog for r in outs),
         kernel="+".join(kernels),
+    )
+
+
+def trace_from_chain_traces(
+    model: CompiledModel,
+    traces: Sequence[Trace | None],
+    chains: int,
+    tune: int,
+    elapsed: float,
+    interrupted: bool,
+) -> Trace:
+    """Return one :class:`Trace` of one-chain traces run apart (None: a chain that never ran).
+
+    Each trace is an engine's run of one chain (nutpie's or a JAX engine's, on a worker
+    of ``kl.sample(executor=...)``); their posteriors are not read: ``model`` computes
+    the values of the stacked unconstrained draws, as :func:`trace_from_chains` does.
+    The chains that drew are kept, each cut to the fewest draws among them.
+    """
+    kept = [t for t in traces if t is not None and t.unconstrained.shape[1] > 0]
+    n = min((t.unconstrained.shape[1] for t in kept), default=0)
+    if interrupted:
+        warn_interrupted(n, len(kept), chains, 0)
+    unconstrained = (
+        np.concatenate([t.unconstrained[:, :n] for t in kept])
+        if kept
+        else np.empty((0, 0, int(getattr(model, "ndim", 0))))
+    )
+    stats = (
+        {k: np.concatenate([t.sample_stats[k][:, :n] for t in kept]) for k in kept[0].sample_stats}
+        if kept
+        else {}
+    )
+    steps = [t.n_leapfrog for t in kept]
+    return Trace(
+        posterior_draws(model, unconstrained),
+        stats,
+        unconstrained,
+        elapsed,
+        tune,
+        interrupted or any(t.interrupted for t in kept),
+        n_leapfrog=None if None in steps else sum(s for s in steps if s is not None),
+        kernel="+".join(sorted({t.kernel for t in kept if t.kernel})) or None,
     )
 
 
