@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
+import importlib.util
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
@@ -22,6 +24,17 @@ KNOWN_BACKENDS: dict[str, str] = {
     "jax": "kiln-jax",
     "torch": "kiln-torch",
     "mlx": "kiln-mlx",
+}
+#: The linker class of each backend kiln knows, as its ``kiln.linkers`` entry point
+#: names it (``test_linker_registry`` checks that they agree): found by importing its
+#: module, without reading any package metadata.
+KNOWN_LINKERS: dict[str, str] = {
+    "vm": "kiln_vm:VMLinker",
+    "numba": "kiln_numba:NumbaLinker",
+    "c": "kiln_c:CLinker",
+    "jax": "kiln_jax:JaxLinker",
+    "torch": "kiln_torch:TorchLinker",
+    "mlx": "kiln_mlx:MlxLinker",
 }
 
 Thunk = Callable[[Sequence[Any]], list[Any]]
@@ -103,12 +116,26 @@ class NativeLinker(Linker, Protocol):
 GROUP = "kiln.linkers"
 
 
+@dataclasses.dataclass(frozen=True)
+class _KnownEntry:
+    """The entry point of a backend kiln knows, found without package metadata."""
+
+    name: str
+    value: str  # "module:Linker"
+
+    def load(self) -> Any:
+        """Import and return the linker class."""
+        module, attr = self.value.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
 class _Registry(Mapping[str, Any]):
     """The installed linkers' entry points by name, read as lazily as each question allows.
 
-    Finding one backend kiln knows reads only its own package's metadata (scanning
-    every installed distribution takes milliseconds in each new process, a large part
-    of a warm compile); listing them, or any other name, scans them all once.
+    A backend kiln knows is found by its module (:data:`KNOWN_LINKERS`), reading no
+    package metadata: importing ``importlib.metadata`` and scanning every installed
+    distribution take tens of milliseconds in each new process, more than a warm
+    compile. Listing the linkers, or any other name, scans the entry points once.
     """
 
     def __init__(self) -> None:
@@ -122,23 +149,16 @@ class _Registry(Mapping[str, Any]):
             self._all = {ep.name: ep for ep in entry_points(group=GROUP)}
         return self._all
 
-    def _from_package(self, name: str) -> Any:
+    def _from_module(self, name: str) -> Any:
         if name not in self._known:
-            from importlib.metadata import PackageNotFoundError, distribution
-
-            found = None
-            try:
-                for ep in distribution(KNOWN_BACKENDS[name]).entry_points:
-                    if ep.group == GROUP and ep.name == name:
-                        found = ep
-            except PackageNotFoundError:
-                pass
-            self._known[name] = found
+            value = KNOWN_LINKERS[name]
+            installed = importlib.util.find_spec(value.split(":")[0]) is not None
+            self._known[name] = _KnownEntry(name, value) if installed else None
         return self._known[name]
 
     def __getitem__(self, name: str) -> Any:
-        if self._all is None and name in KNOWN_BACKENDS:
-            found = self._from_package(name)
+        if self._all is None and name in KNOWN_LINKERS:
+            found = self._from_module(name)
             if found is not None:
                 return found
         return self._scan()[name]

@@ -38,19 +38,11 @@ from kiln_rewrite import Query, db, rewrite
 #: The Stage-1 namespace of the on-disk cache.
 STAGE1 = DiskCache("stage1")
 
-# Packages whose code decides what a rewritten graph is.
-_CODE_PACKAGES = ("kiln_graph", "kiln_random", "kiln_rewrite")
-
-
-@functools.cache
-def kiln_version() -> str:
-    """Return the installed kiln version (part of every cache key)."""
-    from importlib.metadata import PackageNotFoundError, version  # 10-30 ms to import
-
-    try:
-        return version("kiln-compile")
-    except PackageNotFoundError:  # running from a source tree
-        return "unknown"
+# Packages whose code decides what a rewritten graph is (kiln_compile: how it is driven
+# and stored). Their files' sizes and times are in every key, in place of kiln's version
+# (reading that from the package metadata costs a new process tens of milliseconds, and
+# a version does not change with the code of a development install).
+_CODE_PACKAGES = ("kiln_graph", "kiln_random", "kiln_rewrite", "kiln_compile")
 
 
 @functools.cache
@@ -97,7 +89,6 @@ def stage1_key(fgraph: FunctionGraph, query: Query) -> str:
     for part in (
         fgraph.digest,
         query.key(),
-        kiln_version(),
         str(FORMAT),
         code_fingerprint(query),
     ):
