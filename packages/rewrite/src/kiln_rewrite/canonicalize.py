@@ -40,7 +40,7 @@ def constant_folding(node: Apply) -> list[Variable] | None:
         return None
     if not all(hasattr(o.type, "dtype") for o in node.outputs):
         return None
-    results = _perform(node, [i.data for i in node.inputs])
+    results = _perform(node, [i.data for i in node.inputs])  # type: ignore[attr-defined]
     if _only_copies_a_large_value(node, results):
         return None
     return [_constant(r, o) for r, o in zip(results, node.outputs, strict=True)]
@@ -103,10 +103,10 @@ def fold_computations_on_large_views(
         if v in seen:
             continue
         seen.add(v)
-        node = v.owner
-        assert node is not None
-        if _only_copies_a_large_value(node, [values[o] for o in node.outputs]):
-            frontier += [i for i in node.inputs if i in values]
+        owner = v.owner
+        assert owner is not None
+        if _only_copies_a_large_value(owner, [values[o] for o in owner.outputs]):
+            frontier += [i for i in owner.inputs if i in values]
         else:
             replace[v] = fit_replacement(
                 _constant(values[v], v), v, "fold_computations_on_large_views"
