@@ -79,16 +79,20 @@ class ChainTask:
 
 @dataclasses.dataclass
 class ChainOutcome:
-    """What a worker sends back: the chain's result and where and how it ran."""
+    """What a worker sends back: the chain's result and where and how it ran.
+
+    The result is kiln's NUTS chain's, or another engine's one-chain trace
+    (:mod:`kiln._distributed_engines`).
+    """
 
     chain: int
-    result: kiln_samplers.ChainResult
+    result: kiln_samplers.ChainResult | kiln_samplers.Trace
     worker: str
     #: Seconds to rebuild the log-density (about 0 when the process had it) and to sample.
     rebuild_s: float
     sampling_s: float
 
-    def chain_results(self) -> list[kiln_samplers.ChainResult]:
+    def chain_results(self) -> list[kiln_samplers.ChainResult | kiln_samplers.Trace]:
         """Return the results of the task's chains, in its ``chain_ids`` order."""
         return [self.result]
 

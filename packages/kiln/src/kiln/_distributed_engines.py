@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import kiln_samplers
-from kiln._distributed import _details, _gather, _worker_name
+from kiln._distributed import ChainOutcome, _details, _gather, _worker_name
 from kiln._executors import ExecutorAdapter
 from kiln_compile import Mode, NativeModel, function
 from kiln_graph import tensor as kt
@@ -58,21 +58,6 @@ class EngineChainTask:
     def chain_ids(self) -> tuple[int, ...]:
         """The chains this task runs."""
         return (self.chain,)
-
-
-@dataclasses.dataclass
-class EngineChainOutcome:
-    """What a worker sends back: the one-chain trace (unconstrained draws, statistics)."""
-
-    chain: int
-    result: kiln_samplers.Trace
-    worker: str
-    rebuild_s: float
-    sampling_s: float
-
-    def chain_results(self) -> list[kiln_samplers.Trace]:
-        """Return the results of the task's chains, in its ``chain_ids`` order."""
-        return [self.result]
 
 
 class _WorkerModel:
@@ -131,6 +116,20 @@ class _WorkerModel:
         return self._native
 
 
+def _one_chain(task: EngineChainTask) -> dict[str, Any]:
+    """Return the arguments every engine's sampler takes for the task's one chain."""
+    return {
+        "draws": task.draws,
+        "tune": task.tune,
+        "chains": 1,
+        "cores": 1,
+        "random_seed": task.seed,
+        "target_accept": task.target_accept,
+        "progressbar": False,
+        "options": task.options,
+    }
+
+
 def _nutpie_chain(model: _WorkerModel, task: EngineChainTask) -> kiln_samplers.Trace:
     from kiln_compile import NativeUnavailable
 
@@ -140,18 +139,7 @@ def _nutpie_chain(model: _WorkerModel, task: EngineChainTask) -> kiln_samplers.T
             native = model.native()
         except NativeUnavailable:
             native = None  # nutpie calls the model back through Python
-    return kiln_samplers.sample_nutpie(
-        model,
-        draws=task.draws,
-        tune=task.tune,
-        chains=1,
-        cores=1,
-        random_seed=task.seed,
-        target_accept=task.target_accept,
-        native=native,
-        progressbar=False,
-        options=task.options,
-    )
+    return kiln_samplers.sample_nutpie(model, native=native, **_one_chain(task))
 
 
 def _jax_chain(model: _WorkerModel, task: EngineChainTask) -> kiln_samplers.Trace:
@@ -159,21 +147,11 @@ def _jax_chain(model: _WorkerModel, task: EngineChainTask) -> kiln_samplers.Trac
 
     enable_compilation_cache()
     sampler = {"numpyro": kiln_samplers.sample_numpyro, "blackjax": kiln_samplers.sample_blackjax}
-    trace, _ = sampler[task.engine](
-        model,
-        draws=task.draws,
-        tune=task.tune,
-        chains=1,
-        cores=1,
-        random_seed=task.seed,
-        target_accept=task.target_accept,
-        progressbar=False,
-        options=task.options,
-    )
+    trace, _ = sampler[task.engine](model, **_one_chain(task))
     return trace  # type: ignore[no-any-return]
 
 
-def sample_engine_chain_task(task: EngineChainTask) -> EngineChainOutcome:
+def sample_engine_chain_task(task: EngineChainTask) -> ChainOutcome:
     """Run one chain of ``task.engine`` where this function is called (a worker)."""
     where = _worker_name()
     start = time.perf_counter()
@@ -182,9 +160,7 @@ def sample_engine_chain_task(task: EngineChainTask) -> EngineChainOutcome:
     run = _nutpie_chain if task.engine == "nutpie" else _jax_chain
     # The placeholder posterior (the vector itself) is not sent back: the client expands.
     trace = dataclasses.replace(run(model, task), posterior={})
-    return EngineChainOutcome(
-        task.chain, trace, where, rebuilt - start, time.perf_counter() - rebuilt
-    )
+    return ChainOutcome(task.chain, trace, where, rebuilt - start, time.perf_counter() - rebuilt)
 
 
 def sample_engine_on_executor(
