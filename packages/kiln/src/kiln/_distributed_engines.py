@@ -31,7 +31,7 @@ import numpy as np
 import kiln_samplers
 from kiln._distributed import ChainOutcome, _details, _gather, _worker_name
 from kiln._executors import ExecutorAdapter
-from kiln_compile import Mode, NativeModel, function
+from kiln_compile import Mode, NativeModel, NativeUnavailable, function, native_model
 from kiln_graph import tensor as kt
 from kiln_model import CompiledModel, ModelPackage, PackagedModel, load_package
 
@@ -107,8 +107,6 @@ class _WorkerModel:
         Raises ``kiln_compile.NativeUnavailable`` where the backend has none.
         """
         if self._native is None:
-            from kiln_compile import native_model
-
             logp = self._model.function
             x = kt.vector("x", shape=(self.ndim,))
             identity = function([x], [x], mode=Mode(None, linker=logp.linker), trust_input=True)
@@ -131,8 +129,6 @@ def _one_chain(task: EngineChainTask) -> dict[str, Any]:
 
 
 def _nutpie_chain(model: _WorkerModel, task: EngineChainTask) -> kiln_samplers.Trace:
-    from kiln_compile import NativeUnavailable
-
     native = None
     if kiln_samplers.nutpie_private_api():
         try:
