@@ -15,8 +15,6 @@ Examples
 array([2., 4.])
 """
 
-from typing import Any
-
 from kiln import cache as cache
 from kiln import distributions as distributions
 from kiln import math as math
@@ -39,7 +37,7 @@ from kiln._map import find_MAP as find_MAP
 from kiln._predictive import sample_posterior_predictive as sample_posterior_predictive
 from kiln._predictive import sample_prior_predictive as sample_prior_predictive
 from kiln._sampling import sample as sample
-from kiln.distributions import missing_name_error
+from kiln.distributions import missing_name_error as _missing_name_error
 from kiln_compile import FAST_COMPILE as FAST_COMPILE
 from kiln_compile import FAST_RUN as FAST_RUN
 from kiln_compile import Function as Function
@@ -61,7 +59,7 @@ from kiln_samplers import SamplingWarning as SamplingWarning
 from kiln_samplers import SlowPathWarning as SlowPathWarning
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Return ``kl.__version__``, read from the installed metadata when first asked.
 
     (Importing ``importlib.metadata`` would cost ``import kiln`` tens of milliseconds.)
@@ -71,4 +69,4 @@ def __getattr__(name: str) -> Any:
         from importlib.metadata import version
 
         return version("kiln")
-    raise missing_name_error("kiln", name)
+    raise _missing_name_error("kiln", name)
