@@ -22,6 +22,7 @@ task ends (the engines report no progress from inside a run).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -114,6 +115,24 @@ class _WorkerModel:
         return self._native
 
 
+_worker_models: dict[str, _WorkerModel] = {}
+_worker_models_lock = threading.Lock()
+
+
+def _worker_model(package: ModelPackage, where: str) -> _WorkerModel:
+    """Return the worker's model of ``package``, built once per process.
+
+    Later chains of the same model on this worker reuse its native functions (the
+    identity expand linked once) and, for the JAX engines, its traced functions.
+    """
+    model = load_package(package, where=where)
+    with _worker_models_lock:
+        found = _worker_models.get(package.key)
+        if found is None or found._model is not model:
+            found = _worker_models[package.key] = _WorkerModel(model)
+        return found
+
+
 def _one_chain(task: EngineChainTask) -> dict[str, Any]:
     """Return the arguments every engine's sampler takes for the task's one chain."""
     return {
@@ -151,7 +170,7 @@ def sample_engine_chain_task(task: EngineChainTask) -> ChainOutcome:
     """Run one chain of ``task.engine`` where this function is called (a worker)."""
     where = _worker_name()
     start = time.perf_counter()
-    model = _WorkerModel(load_package(task.package, where=f"worker {where}"))
+    model = _worker_model(task.package, f"worker {where}")
     rebuilt = time.perf_counter()
     run = _nutpie_chain if task.engine == "nutpie" else _jax_chain
     # The placeholder posterior (the vector itself) is not sent back: the client expands.
