@@ -6,9 +6,13 @@ loosened for MLX), and the gradients of every case that has one. Left out: the
 its own, see ``test_random.py``). Every scalar op of kiln_graph has an MLX function;
 an op without one raises the error that names it (``test_an_op_without_...``).
 
-The table runs MLX eagerly (``MlxLinker.compile`` off): ``mx.compile`` builds every
-fused kernel with the C++ compiler, hundreds of them for the table (over ten minutes
-cold); ``test_linker.py`` checks compiled functions against the VM.
+The table runs twice: eagerly (``MlxLinker.compile`` off) and through ``mx.compile``
+(the default), whose fused kernels the C++ compiler builds, kept in the kiln cache
+root. The compiled run (its elementwise float64 group by default, every group with ``-m
+slow``) leaves out the cases of the ops that always run eagerly
+(:data:`kiln_mlx._special.UNCOMPILABLE`: a function with one of them is never given
+to ``mx.compile``), so that every function it builds is compiled: an eager fallback
+would be an ``EagerWarning``, an error under the tests' warning filter.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from kiln_graph import Elemwise, ScalarOp
 from kiln_graph import scalar as ks
 from kiln_graph import tensor as kt
 from kiln_mlx import MlxLinker, NoMlxImplementation, has_mlx_implementation
+from kiln_mlx._special import UNCOMPILABLE
 
 BACKEND = "mlx"
 MLX_FAMILIES = [f for f in FAMILIES if f != "random"]
@@ -40,12 +45,48 @@ def eager(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(MlxLinker, "compile", False)
 
 
+#: The row names (``elemwise/<row>[dtype]``) of the ops that never go to ``mx.compile``.
+_EAGER_ROWS = {op.__name__.lower() for op in UNCOMPILABLE}
+COMPILED_GROUPS = conformance_groups(
+    [c for c in CASES if c.name.split("/", 1)[-1].split("[", 1)[0] not in _EAGER_ROWS]
+)
+
+
 @pytest.mark.usefixtures("eager")
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_values_and_gradients(group: str) -> None:
     """Every case of the group: the VM's dtypes, shapes and values; then gradients."""
     report = run_conformance(BACKEND, GROUPS[group])
     report.check()
+
+
+#: The compiled groups of the default run: the elementwise ops in float64, where fused
+#: kernels could round otherwise than eager MLX (about three minutes of C++ builds on a
+#: cold cache). The others, the float32 mode's and the rest (four minutes more: each
+#: reduction, linear-algebra and fusion case builds kernels), are marked slow.
+DEFAULT_COMPILED = ("elemwise[float64]",)
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        g if g in DEFAULT_COMPILED else pytest.param(g, marks=pytest.mark.slow)
+        for g in COMPILED_GROUPS
+    ],
+)
+def test_values_and_gradients_through_mx_compile(group: str) -> None:
+    """The same checks with every function compiled by ``mx.compile``."""
+    assert MlxLinker.compile
+    report = run_conformance(BACKEND, COMPILED_GROUPS[group])
+    report.check()
+
+
+def test_the_compiled_table_leaves_out_only_the_eager_ops() -> None:
+    compiled = {c.name for cases in COMPILED_GROUPS.values() for c in cases}
+    left_out = {c.name.split("/", 1)[-1].split("[", 1)[0] for c in CASES} - {
+        c.split("/", 1)[-1].split("[", 1)[0] for c in compiled
+    }
+    assert left_out == _EAGER_ROWS
 
 
 def test_the_table_covers_gradients_and_every_scalar_op() -> None:

@@ -76,7 +76,11 @@ class ChainState:
 
 @dataclasses.dataclass
 class ChainResult:
-    """What a chain drew: unconstrained draws, per-draw statistics, draws completed."""
+    """What a chain drew: unconstrained draws, per-draw statistics, draws completed.
+
+    ``stats`` holds the columns of :data:`STAT_NAMES` but the last: the step size of
+    the draws, ``step_size_bar``, is one number per chain.
+    """
 
     draws: np.ndarray
     stats: np.ndarray
@@ -86,6 +90,7 @@ class ChainResult:
     #: ``"c"``, ``"numba"`` (the compiled kernels) or ``"python"``.
     n_leapfrog: int = 0
     kernel: str = "python"
+    step_size_bar: float = math.nan
 
 
 def _python_fn(model: CompiledModel) -> Callable[..., float]:
@@ -293,18 +298,21 @@ def run_chain(
     native: NativePointers | None = None,
     progress: Callable[[int, np.ndarray, bool], None] | None = None,
     stop: threading.Event | None = None,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ChainResult:
     """Warm up for ``tune`` iterations, then draw ``draws`` points; return the draws.
 
     ``progress(n_new, stats_of_new, tuning)`` is called after each piece of a chunk;
     setting ``stop`` ends the chain within about :data:`PIECE_S` (after the current piece,
     or inside a Python transition): the result then holds the draws made after warm-up
-    (none when stopped during warm-up, ``warmup_done=False``).
+    (none when stopped during warm-up, ``warmup_done=False``). ``out``: the contiguous
+    ``(draws, ndim)`` and ``(draws, N_STATS)`` arrays the draws are written to (the
+    result's arrays are views of them; default: new arrays).
     """
     # Overflow in a trajectory (a momentum or an energy that becomes inf) is a divergence,
     # reported as one: not as NumPy's RuntimeWarning, in the Python pieces of a chain.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _run_chain(model, state, draws, tune, settings, native, progress, stop)
+        return _run_chain(model, state, draws, tune, settings, native, progress, stop, out)
 
 
 #: The longest a piece of a chunk should take (seconds): a stop request (Ctrl-C) is seen
@@ -389,6 +397,7 @@ def _run_chain(
     native: NativePointers | None,
     progress: Callable[[int, np.ndarray, bool], None] | None,
     stop: threading.Event | None,
+    out: tuple[np.ndarray, np.ndarray] | None,
 ) -> ChainResult:
     kernel: Callable[..., float]
     fn: Callable[..., float]
@@ -406,7 +415,7 @@ def _run_chain(
     warm_draws = np.empty((min(settings.chunk, max(tune, 1)), n))
     warm_stats = np.empty((min(settings.chunk, max(tune, 1)), core.N_STATS))
     n_leapfrog = 0
-    stopped = ChainResult(np.empty((0, n)), np.empty((0, len(STAT_NAMES))), 0, False, 0, kind)
+    stopped = ChainResult(np.empty((0, n)), np.empty((0, core.N_STATS)), 0, False, 0, kind)
     try:
         _restart_step_size(state, _find_step_size(fn, user_data, state))
         window_start, ends = warmup_schedule(tune)
@@ -432,8 +441,10 @@ def _run_chain(
     if state.adapt[core.COUNT] == 0:
         # No adaptation ran (tune=0): draw with the step size of the initial search.
         state.adapt[core.LOG_EPS_BAR] = state.adapt[core.LOG_EPS]
-    out_draws = np.empty((draws, n))
-    out_stats = np.empty((draws, core.N_STATS))
+    if out is None:
+        out_draws, out_stats = np.empty((draws, n)), np.empty((draws, core.N_STATS))
+    else:
+        out_draws, out_stats = out
     i = 0
     while i < draws:
         m = min(settings.chunk, draws - i)
@@ -443,5 +454,4 @@ def _run_chain(
             break
     n_leapfrog += int(out_stats[:i, steps].sum())
     eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
-    stats = np.concatenate([out_stats[:i], np.full((i, 1), eps_bar)], axis=1)
-    return ChainResult(out_draws[:i], stats, i, True, n_leapfrog, kind)
+    return ChainResult(out_draws[:i], out_stats[:i], i, True, n_leapfrog, kind, eps_bar)

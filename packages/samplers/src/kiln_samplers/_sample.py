@@ -27,6 +27,7 @@ from kiln_samplers._nuts import (
     init_chain,
     run_chain,
 )
+from kiln_samplers._nuts_core import N_STATS
 from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel, NativePointers
 
@@ -97,10 +98,17 @@ def sample_nuts(
     stop = threading.Event()
     progress = Progress(chains, draws + tune, enabled=progressbar)
     start = time.perf_counter()
+    # Each chain writes its draws into its row of these (from its own thread, as it
+    # draws): the results read them without copying.
+    out_draws = np.empty((chains, draws, int(model.ndim)))
+    out_stats = np.empty((chains, draws, N_STATS))
 
     def one(chain: int) -> ChainResult:
         state = init_chain(model, seeds[chain], native=native)
-        return run_chain(model, state, draws, tune, settings, native, progress.updater(chain), stop)
+        return run_chain(
+            model, state, draws, tune, settings, native, progress.updater(chain), stop,
+            out=(out_draws[chain], out_stats[chain]),
+        )  # fmt: skip
 
     results: list[ChainResult | None] = [None] * chains
     interrupted = False
@@ -118,7 +126,10 @@ def sample_nuts(
             for f, c in futures.items():
                 results[c] = f.result()
     progress.close()
-    return trace_from_chains(model, results, chains, tune, time.perf_counter() - start, interrupted)
+    elapsed = time.perf_counter() - start
+    return trace_from_chains(
+        model, results, chains, tune, elapsed, interrupted, written=(out_draws, out_stats)
+    )
 
 
 def trace_from_chains(
@@ -128,6 +139,7 @@ def trace_from_chains(
     tune: int,
     elapsed: float,
     interrupted: bool,
+    written: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Trace:
     """Return the :class:`Trace` of the chains' results (None: a chain that never ran).
 
@@ -136,24 +148,31 @@ def trace_from_chains(
     (:func:`warn_interrupted`). ``model`` computes the draws' values (``expand_draws``
     or ``expand``). What :func:`sample_nuts` returns, and what a run whose chains ran
     elsewhere (``kl.sample(executor=...)``) gathers.
+
+    ``written``: the ``(chain, draw, ndim)`` and ``(chain, draw, N_STATS)`` arrays the
+    chains wrote their draws into (``run_chain``'s ``out``); when every chain is kept,
+    the trace's unconstrained draws and float statistics are views of them, not copies.
     """
     outs = [r for r in results if r is not None]
     kept = [r for r in outs if r.warmup_done and r.n_done > 0] or outs
     n = min((r.n_done for r in kept), default=0)
     if interrupted:
         warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
-    unconstrained = (
-        np.stack([r.draws[:n] for r in kept])
-        if kept
-        else np.empty((0, 0, int(getattr(model, "ndim", 0))))
-    )
+    if written is not None and len(kept) == len(results) == written[0].shape[0]:
+        unconstrained, columns = written[0][:, :n], written[1][:, :n]
+    elif kept:
+        unconstrained = np.stack([r.draws[:n] for r in kept])
+        columns = np.stack([r.stats[:n] for r in kept])
+    else:
+        unconstrained = np.empty((0, 0, int(getattr(model, "ndim", 0))))
+        columns = np.empty((0, 0, N_STATS))
     posterior = posterior_draws(model, unconstrained)
     sample_stats: dict[str, np.ndarray] = {}
-    for k, name in enumerate(STAT_NAMES):  # each its own (chain, draw) array, no copy more
-        out: np.ndarray = np.empty((len(kept), n), dtype=_STAT_DTYPES.get(name, np.float64))
-        for c, r in enumerate(kept):
-            out[c] = r.stats[:n, k]
-        sample_stats[name] = out
+    for k, name in enumerate(STAT_NAMES[:N_STATS]):
+        dtype = _STAT_DTYPES.get(name)
+        sample_stats[name] = columns[:, :, k] if dtype is None else columns[:, :, k].astype(dtype)
+    step_size_bar = np.array([r.step_size_bar for r in kept], dtype=np.float64)
+    sample_stats["step_size_bar"] = np.repeat(step_size_bar[:, None], n, axis=1)
     kernels = sorted({r.kernel for r in kept})
     return Trace(
         posterior,
