@@ -1,8 +1,11 @@
 """C code of linear algebra: MatMul, Cholesky, the solves, the inverse, the determinants, eigh.
 
-BLAS and LAPACK come from SciPy's ``scipy.linalg.cython_blas`` and ``cython_lapack``
-(their exported function pointers, handed to the library at load time through the
-context), so the library links against no BLAS. A float MatMul is ``gemm``, or ``gemv``
+BLAS and LAPACK are function pointers handed to the library at load time through the
+context, so the library links against no BLAS: the OpenBLAS that NumPy's wheel bundles
+and has loaded (64-bit integers; :mod:`kiln_c._numpy_blas`), else SciPy's
+``scipy.linalg.cython_blas`` and ``cython_lapack`` (32-bit integers). The C code's
+integer type for them, ``kiln_blas_int``, follows (:func:`blas_int`), and so does the
+graph's cache key. A float MatMul is ``gemm``, or ``gemv``
 when the right operand is one column (a matrix times a vector: M3's ``X @ beta`` and
 ``X.T @ g``, about 20 us less than ``gemm`` at 10,000 x 20). MatMul of other dtypes is
 a plain triple loop. The decompositions and solves copy their operands (cast to the output's
@@ -24,6 +27,7 @@ import sys
 from typing import Any
 
 from kiln_c._funcify import CTYPE, DTYPE_CODE, NoCImplementation, NodeIO, c_funcify, dtype_of
+from kiln_c._numpy_blas import numpy_blas_pointers
 from kiln_c.scalar import cast_expr
 from kiln_graph import Apply, OpFromGraph
 from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, SolveTriangular, Tri
@@ -44,8 +48,8 @@ BLAS_OPS = (MatMul, Cholesky, Solve, SolveTriangular, Inv, Det, SlogDet, Eigh)
 def uses_blas(nodes: Any) -> bool:
     """Whether any of ``nodes`` (a graph's) may call BLAS or LAPACK.
 
-    A graph without linear algebra skips :func:`blas_pointers`, whose first call
-    imports ``scipy.linalg`` (about 0.1 s): a warm link of such a graph stays a file
+    A graph without linear algebra skips :func:`blas_pointers`, whose first call may
+    import SciPy's BLAS modules (about 10 ms): a warm link of such a graph stays a file
     load. A Blockwise of such an Op counts, and so does any graph inside an Op
     (OpFromGraph), conservatively.
     """
@@ -90,11 +94,26 @@ def _cython_module(name: str) -> Any:
 
 
 @functools.cache
-def blas_pointers() -> ctypes.Array[ctypes.c_void_p] | None:
-    """Return SciPy's BLAS and LAPACK routines as an array of pointers (None without SciPy).
+def _numpy_pointers() -> list[int] | None:
+    return numpy_blas_pointers(BLAS_FUNCTIONS + LAPACK_FUNCTIONS)
 
-    The order is ``BLAS_FUNCTIONS`` then ``LAPACK_FUNCTIONS``.
+
+def blas_int() -> str:
+    """Return the C type of the BLAS and LAPACK integers: ``int64_t`` (NumPy's) or ``int``."""
+    return "int64_t" if _numpy_pointers() is not None else "int"
+
+
+@functools.cache
+def blas_pointers() -> ctypes.Array[ctypes.c_void_p] | None:
+    """Return the BLAS and LAPACK routines as an array of pointers (None: neither found).
+
+    NumPy's bundled OpenBLAS where there is one, else SciPy's (see the module
+    docstring). The order is ``BLAS_FUNCTIONS`` then ``LAPACK_FUNCTIONS``; the routines'
+    integers are :func:`blas_int`.
     """
+    found = _numpy_pointers()
+    if found is not None:
+        return (ctypes.c_void_p * len(found))(*found)
     try:
         cython_blas, cython_lapack = (_cython_module(n) for n in ("cython_blas", "cython_lapack"))
     except ImportError:
@@ -113,8 +132,10 @@ def blas_pointers() -> ctypes.Array[ctypes.c_void_p] | None:
 
 
 _GEMM = """
-typedef void (*kiln_{p}gemm_t)(char *, char *, int *, int *, int *, {t} *, {t} *, int *, {t} *,
-                               int *, {t} *, {t} *, int *);
+typedef {bi} kiln_blas_int;
+typedef void (*kiln_{p}gemm_t)(char *, char *, kiln_blas_int *, kiln_blas_int *, kiln_blas_int *,
+                               {t} *, {t} *, kiln_blas_int *, {t} *, kiln_blas_int *, {t} *, {t} *,
+                               kiln_blas_int *);
 if (ctx->blas != NULL && m > 0 && n > 0 && k > 0 && m < 2147483647 && n < 2147483647 &&
     k < 2147483647) {{
     kiln_array ca, cb;
@@ -122,7 +143,7 @@ if (ctx->blas != NULL && m > 0 && n > 0 && k > 0 && m < 2147483647 && n < 214748
     const kiln_array *A = a, *B = b;
     /* C-contiguous: 'N'; a transposed C-contiguous matrix (F order): 'T'; else a copy. */
     char ta = 'N', tb = 'N';
-    int M = (int)m, N = (int)n, K = (int)k, lda = K, ldb = N;
+    kiln_blas_int M = m, N = n, K = k, lda = K, ldb = N;
     if (kiln_is_fortran(a)) {{ ta = 'T'; lda = M; }}
     else if (!kiln_is_contiguous(a)) {{ if (kiln_copy(ctx, &ca, a)) return ctx->code; A = &ca; }}
     {t} one = 1, zero = 0;
@@ -130,10 +151,11 @@ if (ctx->blas != NULL && m > 0 && n > 0 && k > 0 && m < 2147483647 && n < 214748
     if (N == 1 && (K == 1 || (b->strides[0] > 0 && bs * (int64_t)sizeof({t}) == b->strides[0] &&
                               bs < 2147483647))) {{
         /* a matrix times a column: y = A x (gemv), x read at its stride */
-        typedef void (*kiln_{p}gemv_t)(char *, int *, int *, {t} *, {t} *, int *, {t} *, int *,
-                                       {t} *, {t} *, int *);
-        int incx = K == 1 ? 1 : (int)bs, incy = 1, rows = ta == 'T' ? M : K;
-        int cols = ta == 'T' ? K : M;
+        typedef void (*kiln_{p}gemv_t)(char *, kiln_blas_int *, kiln_blas_int *, {t} *, {t} *,
+                                       kiln_blas_int *, {t} *, kiln_blas_int *, {t} *, {t} *,
+                                       kiln_blas_int *);
+        kiln_blas_int incx = K == 1 ? 1 : bs, incy = 1, rows = ta == 'T' ? M : K;
+        kiln_blas_int cols = ta == 'T' ? K : M;
         char tr = ta == 'T' ? 'N' : 'T'; /* A's column-major view: m x k (F order), k x m (C) */
         ((kiln_{p}gemv_t)ctx->blas[{gemv}])(&tr, &rows, &cols, &one, ({t} *)A->data, &lda,
                                            ({t} *)b->data, &incx, &zero, ({t} *)out->data, &incy);
@@ -172,7 +194,7 @@ def c_funcify_MatMul(op: MatMul, node: Apply, io: NodeIO) -> str:  # noqa: N802
     if dtype in ("float64", "float32") and da == db == dtype:
         slot = 0 if dtype == "float64" else 1
         p = "d" if slot == 0 else "s"
-        lines.append(_GEMM.format(p=p, t=ct, slot=slot, gemv=_SLOT[f"{p}gemv"]))
+        lines.append(_GEMM.format(p=p, t=ct, slot=slot, gemv=_SLOT[f"{p}gemv"], bi=blas_int()))
     load_a = cast_expr(
         f"*(const {CTYPE[da]} *)(a->data + i * a->strides[0] + q * a->strides[1])", da, dtype
     )
@@ -206,31 +228,37 @@ def _routine(name: str, dtype: str) -> str:
     return f"((kiln_{name}_t)ctx->blas[{_SLOT[p + name]}])"
 
 
+#: The routines' argument types (``I``: ``kiln_blas_int *``).
 _SIGNATURES = {
-    "potrf": "char *, int *, {t} *, int *, int *",
-    "potrs": "char *, int *, int *, {t} *, int *, {t} *, int *, int *",
-    "getrf": "int *, int *, {t} *, int *, int *, int *",
-    "getrs": "char *, int *, int *, {t} *, int *, int *, {t} *, int *, int *",
-    "trtrs": "char *, char *, char *, int *, int *, {t} *, int *, {t} *, int *, int *",
-    "syevd": "char *, char *, int *, {t} *, int *, {t} *, {t} *, int *, int *, int *, int *",
+    "potrf": "char *, I, {t} *, I, I",
+    "potrs": "char *, I, I, {t} *, I, {t} *, I, I",
+    "getrf": "I, I, {t} *, I, I, I",
+    "getrs": "char *, I, I, {t} *, I, I, {t} *, I, I",
+    "trtrs": "char *, char *, char *, I, I, {t} *, I, {t} *, I, I",
+    "syevd": "char *, char *, I, {t} *, I, {t} *, {t} *, I, I, I, I",
 }
 
 
 def _prologue(node: Apply, io: NodeIO, dtype: str, routines: tuple[str, ...]) -> list[str]:
     """Declare the routines, ``a``, ``n`` (``a`` square, at most INT_MAX) and ``N``, ``ld``."""
     t = CTYPE[dtype]
-    lines = [f"typedef void (*kiln_{r}_t)({_SIGNATURES[r].format(t=t)});" for r in routines]
+    lines = [f"typedef {blas_int()} kiln_blas_int;"]
+    lines += [
+        f"typedef void (*kiln_{r}_t)({_SIGNATURES[r].replace('I', 'kiln_blas_int *').format(t=t)});"
+        for r in routines
+    ]
     lines += [
         f"const kiln_array *a = {io.ins[0]};",
         "if (ctx->blas == NULL) return kiln_fail(ctx, KILN_E_VALUE, "
-        '"SciPy\'s LAPACK (scipy.linalg.cython_lapack) is not available");',
+        "\"no LAPACK is available (NumPy's bundled OpenBLAS, or SciPy's "
+        'scipy.linalg.cython_lapack)");',
         "const int64_t n = a->shape[0];",
         "if (a->shape[1] != n) return kiln_fail(ctx, KILN_E_SHAPE, "
         '"expected a square matrix, got shape (%lld, %lld)", (long long)n, '
         "(long long)a->shape[1]);",
         "if (n > 46340) return kiln_fail(ctx, KILN_E_VALUE, "
         '"a matrix of %lld rows is beyond LAPACK\'s 32-bit sizes", (long long)n);',
-        "int N = (int)n, ld = N > 1 ? N : 1, info = 0;",
+        "kiln_blas_int N = (kiln_blas_int)n, ld = N > 1 ? N : 1, info = 0;",
     ]
     return lines
 
@@ -286,7 +314,7 @@ def c_funcify_Cholesky(op: Cholesky, node: Apply, io: NodeIO) -> str:  # noqa: N
             f"if (n > 0) {_routine('potrf', dtype)}(&uplo, &N, w, &ld, &info);",
             "if (info > 0) { free(w); return kiln_fail(ctx, KILN_E_LINALG, "
             '"the matrix is not positive definite: its leading minor of order %d is not '
-            'positive", info); }',
+            'positive", (int)info); }',
             f"{t} *o = ({t} *){out}->data;",
             "for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < n; j++)",
             f"o[i * n + j] = ({keep}) ? w[i + j * n] : ({t})0;",
@@ -318,7 +346,7 @@ def c_funcify_Eigh(op: Eigh, node: Apply, io: NodeIO) -> str:  # noqa: N802
             '"eigh: a matrix of %lld rows is beyond LAPACK\'s 32-bit work sizes", '
             "(long long)n);",
             _scratch(t, "w", "n * n + lwork"),
-            "int *iwork = (int *)malloc(sizeof(int) * (size_t)liwork);",
+            _scratch("kiln_blas_int", "iwork", "liwork"),
             f"if (w == NULL || iwork == NULL) {{ free(w); free(iwork); return {_NO_MEMORY}; }}",
             _load("w", "a", dtype_of(node.inputs[0]), dtype, "n", 2, sym="lower"),
             "int finite = 1;",
@@ -329,7 +357,7 @@ def c_funcify_Eigh(op: Eigh, node: Apply, io: NodeIO) -> str:  # noqa: N802
             "free(w); free(iwork); return 0;",
             "}",
             "char jobz = 'V', uplo = 'L';",
-            "int lw = (int)lwork, liw = (int)liwork;",
+            "kiln_blas_int lw = (kiln_blas_int)lwork, liw = (kiln_blas_int)liwork;",
             f"if (n > 0) {_routine('syevd', dtype)}(&jobz, &uplo, &N, w, &ld, ov, w + n * n, "
             "&lw, iwork, &liw, &info);",
             "if (info > 0) { free(w); free(iwork); return kiln_fail(ctx, KILN_E_LINALG, "
@@ -368,11 +396,11 @@ def _solve_body(
             f"const int64_t k = {'b->shape[1]' if b_ndim == 2 else '1'};",
             "if (k > 2147483647) return kiln_fail(ctx, KILN_E_VALUE, "
             '"b has too many columns for LAPACK");',
-            "int K = (int)k;",
+            "kiln_blas_int K = (kiln_blas_int)k;",
             f"if (kiln_alloc(ctx, {out}, {DTYPE_CODE[dtype]}, {b_ndim}, b->shape)) "
             "return ctx->code;",
             _scratch(t, "w", "n * n + n * k"),
-            "int *ipiv = (int *)malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));",
+            _scratch("kiln_blas_int", "ipiv", "n"),
             f"if (w == NULL || ipiv == NULL) {{ free(w); free(ipiv); return {_NO_MEMORY}; }}",
             f"{t} *x = w + n * n;",
             _load("w", "a", dtype_of(node.inputs[0]), dtype, "n", 2, sym),
@@ -428,7 +456,7 @@ def c_funcify_SolveTriangular(op: SolveTriangular, node: Apply, io: NodeIO) -> s
         f"diag = '{'U' if op.unit_diagonal else 'N'}';",
         f"{_routine('trtrs', dtype)}(&uplo, &trans, &diag, &N, &K, w, &ld, x, &ld, &info);",
         "if (info > 0) status = kiln_fail(ctx, KILN_E_LINALG, "
-        '"singular matrix: resolution failed at diagonal %d", info - 1);',
+        '"singular matrix: resolution failed at diagonal %d", (int)(info - 1));',
     ]
     return _solve_body(node, io, dtype, op.b_ndim, solve, "", ("trtrs",))
 
@@ -444,7 +472,7 @@ def c_funcify_Inv(op: Inv, node: Apply, io: NodeIO) -> str:  # noqa: N802
             "const int64_t shape[2] = {n, n};",
             f"if (kiln_alloc(ctx, {out}, {DTYPE_CODE[dtype]}, 2, shape)) return ctx->code;",
             _scratch(t, "w", "2 * n * n"),
-            "int *ipiv = (int *)malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));",
+            _scratch("kiln_blas_int", "ipiv", "n"),
             f"if (w == NULL || ipiv == NULL) {{ free(w); free(ipiv); return {_NO_MEMORY}; }}",
             f"{t} *x = w + n * n;",
             _load("w", "a", dtype_of(node.inputs[0]), dtype, "n", 2),
@@ -473,7 +501,7 @@ def _slogdet_lines(node: Apply, io: NodeIO, dtype: str) -> list[str]:
     return [
         *_prologue(node, io, dtype, ("getrf",)),
         _scratch(t, "w", "n * n"),
-        "int *ipiv = (int *)malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));",
+        _scratch("kiln_blas_int", "ipiv", "n"),
         f"if (w == NULL || ipiv == NULL) {{ free(w); free(ipiv); return {_NO_MEMORY}; }}",
         _load("w", "a", dtype_of(node.inputs[0]), dtype, "n", 2),
         f"if (n > 0) {_routine('getrf', dtype)}(&N, &N, w, &ld, ipiv, &info);",
