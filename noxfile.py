@@ -235,14 +235,18 @@ def peer(session: nox.Session) -> None:
 def peer_sampling(session: nox.Session) -> None:
     """Compare kl.sample with PyMC's samplers on M1-M3 (wall time, ESS/s), in one run.
 
-    Then kl.gp with pm.gp (``benchmarks/gp.py``). Results go to
-    benchmarks/results/peer-sampling-<UTC timestamp>.json and gp-<UTC timestamp>.json.
+    Then kl.gp with pm.gp (``benchmarks/gp.py``) and the ESS per gradient against nutpie
+    (``benchmarks/sampling_efficiency.py``). Results go to benchmarks/results/
+    peer-sampling-, gp- and efficiency-<UTC timestamp>.json.
     """
     install_packages(session, "scipy", *ENGINES)
     session.install("-c", PEER_CONSTRAINTS, "pytensor", "pymc")
     output = _timestamped_output(list(session.posargs), "peer-sampling")
     session.run("python", "benchmarks/peer_sampling.py", *output)
     session.run("python", "benchmarks/gp.py", *_timestamped_output([], "gp"))
+    session.run(
+        "python", "benchmarks/sampling_efficiency.py", *_timestamped_output([], "efficiency")
+    )
 
 
 @nox.session(python=PYTHON)
