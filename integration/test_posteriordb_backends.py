@@ -18,28 +18,15 @@ import pytest
 pytest.importorskip("kiln_mlx")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_posteriordb_sampling import check_against_reference  # noqa: E402
+from test_posteriordb_sampling import backend_cases, check_against_reference  # noqa: E402
 
 #: Every posterior: eight schools (hierarchical, non-centered) and kidiq_with_mom_work
 #: (a regression, 22 s here) in the default run, the others, which passed here too,
 #: marked slow (on the shared 2-core machine: low_dim_gauss_mix 43 s, the other
 #: regressions 2-7 minutes each, gp_pois_regr 6 minutes, kilpisjarvi 22).
-BACKEND_CASES = [
-    "eight_schools-eight_schools_noncentered",
-    "kidiq_with_mom_work-kidscore_mom_work",
-    *(
-        pytest.param(name, marks=pytest.mark.slow)
-        for name in (
-            "kidiq-kidscore_momiq",
-            "earnings-earn_height",
-            "mesquite-logmesquite",
-            "sblrc-blr",
-            "low_dim_gauss_mix-low_dim_gauss_mix",
-            "gp_pois_regr-gp_pois_regr",
-            "kilpisjarvi_mod-kilpisjarvi",
-        )
-    ),
-]
+BACKEND_CASES = backend_cases(
+    ("eight_schools-eight_schools_noncentered", "kidiq_with_mom_work-kidscore_mom_work")
+)
 
 
 @pytest.mark.parametrize("name", BACKEND_CASES)

@@ -72,6 +72,15 @@ ENGINE_KWARGS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+def backend_cases(default: tuple[str, ...]) -> list[Any]:
+    """Return every posterior of :data:`CASES`, those not in ``default`` marked slow.
+
+    The other backends' tests (``test_posteriordb_backends.py``,
+    ``test_torch_posteriordb.py``) sample every reference, the quick ones by default.
+    """
+    return [n if n in default else pytest.param(n, marks=pytest.mark.slow) for n in CASES]
+
+
 def _engine_param(engine: str) -> Any:
     package = {"numpyro": "numpyro", "blackjax": "blackjax", "nutpie": "nutpie"}.get(engine)
     missing = package is not None and importlib.util.find_spec(package) is None

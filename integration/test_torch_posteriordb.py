@@ -16,28 +16,13 @@ import pytest
 pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_posteriordb_sampling import check_against_reference  # noqa: E402
+from test_posteriordb_sampling import backend_cases, check_against_reference  # noqa: E402
 
 #: Eight schools and sblrc (the quickest regression, 37 s here) in the session's run;
 #: the other references, which passed here too (kidiq 13 minutes on the loaded 2-core
 #: machine, kidiq_with_mom_work 46 s, earnings 176 s, mesquite 66 s,
 #: low_dim_gauss_mix 43 s, gp_pois_regr 15 minutes), marked slow, and kilpisjarvi.
-BACKEND_CASES = [
-    "eight_schools-eight_schools_noncentered",
-    "sblrc-blr",
-    *(
-        pytest.param(name, marks=pytest.mark.slow)
-        for name in (
-            "kidiq-kidscore_momiq",
-            "kidiq_with_mom_work-kidscore_mom_work",
-            "earnings-earn_height",
-            "mesquite-logmesquite",
-            "low_dim_gauss_mix-low_dim_gauss_mix",
-            "gp_pois_regr-gp_pois_regr",
-            "kilpisjarvi_mod-kilpisjarvi",
-        )
-    ),
-]
+BACKEND_CASES = backend_cases(("eight_schools-eight_schools_noncentered", "sblrc-blr"))
 
 
 @pytest.mark.parametrize("name", BACKEND_CASES)
