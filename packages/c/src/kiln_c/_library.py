@@ -104,12 +104,13 @@ def graph_key(fgraph: FunctionGraph) -> str:
     """Return the key under which the library of the rewritten ``fgraph`` is found.
 
     A digest of the graph (its structure and constant values), the code generator's
-    version and code (:func:`code_fingerprint`), the compiler, the flags and the BLAS
-    integers' type (``kiln_c.linalg.blas_int``): whatever
+    version and code (:func:`code_fingerprint`), the compiler, the flags and, for a graph
+    with linear algebra, the BLAS integers' type (``kiln_c.linalg.blas_int``; a graph
+    without it never looks for a BLAS): whatever
     would change the generated source or its build changes this key, and it is
     computed without writing the source.
     """
-    from kiln_c.linalg import blas_int  # the BLAS integers the source is written for
+    from kiln_c.linalg import blas_int, uses_blas  # the BLAS integers of its C, if any
 
     h = hashlib.sha256(f"kiln-c graph {FORMAT} {CODEGEN_VERSION}\n".encode())
     compiler = _compiler.find_compiler()
@@ -118,7 +119,7 @@ def graph_key(fgraph: FunctionGraph) -> str:
         code_fingerprint(),
         _compiler.compiler_identity(compiler),
         " ".join(_compiler.flags()),
-        blas_int(),
+        blas_int() if uses_blas(fgraph.nodes) else "",
     ):
         h.update(part.encode())
         h.update(b"\n")
