@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import xarray
 from arviz_base import from_dict
 
-from kiln_samplers import Trace, to_datatree
+from kiln_samplers import Trace, _xarray_internals, to_datatree
 
 
 def test_groups_equal_arviz_from_dict():
@@ -38,3 +39,48 @@ def test_groups_equal_arviz_from_dict():
     assert tree.attrs["sampling_time"] == tree["posterior"].attrs["sampling_time"] == 1.5
     tree["extra"] = xarray.Dataset({"v": ("k", np.arange(2))})  # the tree takes new groups
     assert "extra" in tree.children
+
+
+def _tree_and_reference(coords: dict) -> tuple:
+    rng = np.random.default_rng(1)
+    posterior = {"a": rng.normal(size=(2, 20, 3)), "k": rng.integers(0, 5, size=(2, 20))}
+    stats = {"diverging": np.zeros((2, 20), dtype=bool)}
+    trace = Trace(posterior, stats, np.zeros((2, 20, 4)), 0.1, 5, False)
+    dims = {"a": ["t"]}
+    tree = to_datatree(trace, dims=dims, coords=coords)
+    reference = from_dict({"posterior": posterior, "sample_stats": stats}, dims=dims, coords=coords)
+    return tree, reference
+
+
+def test_dates_and_numbers_as_coordinates_give_arviz_layout():
+    """Dates take xarray's documented constructor, numbers the fast one: the same tree."""
+    for values in (
+        np.array(["2020-01-01", "2020-02-01", "2020-03-01"], dtype="datetime64[D]"),
+        np.array([0.5, 1.5, 2.5]),
+        np.array([True, False, True]),
+        np.array([b"x", b"y", b"z"]),
+    ):
+        tree, reference = _tree_and_reference({"t": values})
+        for group in ("posterior", "sample_stats"):
+            xarray.testing.assert_identical(
+                tree[group].to_dataset().drop_attrs(), reference[group].to_dataset().drop_attrs()
+            )
+        assert tree.posterior.sel(t=values[1])["a"].shape == (2, 20)
+
+
+def test_an_unchecked_xarray_version_builds_the_same_tree_with_one_warning(monkeypatch):
+    fast_tree, _ = _tree_and_reference({"t": ["p", "q", "r"]})
+    _xarray_internals._fast.cache_clear()
+    monkeypatch.setattr(xarray, "__version__", "2031.1.0")
+    try:
+        with pytest.warns(_xarray_internals.XarrayVersionWarning, match=r"xarray 2031\.1\.0"):
+            slow_tree, _ = _tree_and_reference({"t": ["p", "q", "r"]})
+    finally:
+        _xarray_internals._fast.cache_clear()
+    for group in ("posterior", "sample_stats"):
+        xarray.testing.assert_identical(
+            slow_tree[group].to_dataset().drop_attrs(), fast_tree[group].to_dataset().drop_attrs()
+        )
+    assert _xarray_internals.supported(xarray.__version__) is False
+    monkeypatch.undo()
+    assert _xarray_internals.supported(xarray.__version__)

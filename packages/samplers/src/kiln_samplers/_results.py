@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln_samplers import _xarray_internals
 from kiln_samplers._diagnostics import rhat_ess
 from kiln_samplers._sample import Trace
 
@@ -100,8 +101,9 @@ def _dataset(
             )
         for dim, length in zip(names, array.shape, strict=True):
             if dim not in used:
-                used[dim] = coords[dim] if dim in coords else np.arange(length)
-        data_vars[name] = (names, array)
+                coord = coords[dim] if dim in coords else np.arange(length)
+                used[dim] = _xarray_internals.coordinate(xarray, dim, coord)
+        data_vars[name] = _xarray_internals.variable(xarray, tuple(names), array)
     return xarray.Dataset(data_vars, coords=used)
 
 
