@@ -84,3 +84,38 @@ def test_an_unchecked_xarray_version_builds_the_same_tree_with_one_warning(monke
     assert _xarray_internals.supported(xarray.__version__) is False
     monkeypatch.undo()
     assert _xarray_internals.supported(xarray.__version__)
+
+
+def _documented(data_vars: dict, coords: dict) -> xarray.Dataset:
+    return xarray.Dataset(data_vars, coords={d: ((d,), v) for d, v in coords.items()})
+
+
+@pytest.mark.parametrize(
+    ("data_vars", "coords"),
+    [
+        (  # the fast assembly: numbers, strings, a strided view, a 0-d array
+            {
+                "a": (("chain", "draw", "g"), np.arange(24.0).reshape(2, 3, 4)),
+                "b": (("chain", "draw"), np.ones((2, 6))[:, ::2]),
+                "c": ((), np.array(3)),
+            },
+            {"chain": np.arange(2), "draw": np.arange(3), "g": np.array(["p", "q", "r", "s"])},
+        ),
+        (  # dates: the documented constructor
+            {"a": (("t",), np.arange(2.0))},
+            {"t": np.array(["2020-01-01", "2021-01-01"], dtype="datetime64[ns]")},
+        ),
+    ],
+)
+def test_assembled_dataset_is_the_documented_one(data_vars, coords):
+    ours = _xarray_internals.dataset(xarray, data_vars, coords)
+    xarray.testing.assert_identical(ours, _documented(data_vars, coords))
+    assert list(ours.indexes) == list(coords)
+
+
+def test_what_the_documented_constructor_refuses_gets_its_error():
+    data_vars = {"a": (("chain", "x"), np.zeros((2, 3))), "b": (("chain", "x"), np.zeros((2, 4)))}
+    with pytest.raises(ValueError, match="conflicting sizes for dimension 'x'"):
+        _xarray_internals.dataset(xarray, data_vars, {"chain": np.arange(2), "x": np.arange(3)})
+    with pytest.raises(ValueError, match="found in both data_vars and coords"):
+        _xarray_internals.dataset(xarray, {"g": (("g",), np.zeros(3))}, {"g": np.arange(3)})

@@ -80,7 +80,7 @@ def _dataset(
     sample: tuple[str, ...],
 ) -> Any:
     """Return one group: each array with ``sample`` dims first, then its own dims."""
-    data_vars: dict[str, Any] = {}
+    data_vars: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
     used: dict[str, np.ndarray] = {}
     for name, value in values.items():
         array = np.asarray(value)
@@ -101,10 +101,9 @@ def _dataset(
             )
         for dim, length in zip(names, array.shape, strict=True):
             if dim not in used:
-                coord = coords[dim] if dim in coords else np.arange(length)
-                used[dim] = _xarray_internals.coordinate(xarray, dim, coord)
-        data_vars[name] = _xarray_internals.variable(xarray, tuple(names), array)
-    return xarray.Dataset(data_vars, coords=used)
+                used[dim] = coords[dim] if dim in coords else np.arange(length)
+        data_vars[name] = (tuple(names), array)
+    return _xarray_internals.dataset(xarray, data_vars, used)
 
 
 #: Draws per chain the R-hat / ESS screen reads (every ``k``-th draw of a longer run).

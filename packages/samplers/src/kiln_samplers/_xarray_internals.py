@@ -1,21 +1,28 @@
-"""xarray's undocumented fast Variable constructor, and the versions it was checked on.
+"""xarray's fast ways to assemble a Dataset, and the versions they were checked on.
 
-``xarray.Variable(dims, data, fastpath=True)`` takes an ``ndarray`` as it is. The
-documented constructor first asks whether the data is a Dask array, and with Dask
-installed that question imports ``dask.array`` (and SciPy through it): about 0.3 s
-of a process that samples a small model, and 0.2 s more at its exit. For the
-NumPy arrays of :func:`kiln_samplers._results.to_datatree` (numbers and strings) that
-constructor returns the array unchanged, so the fast one gives the same Variable.
+The results of :func:`kiln_samplers._results.to_datatree` are NumPy arrays of numbers
+(and string or number coordinates), laid out by kiln itself. xarray's documented
+``Dataset(data_vars, coords=...)`` checks, converts and aligns each of them: about half
+of the DataTree's cost at 10^4 draws on a small model (issue #21). Worse, with Dask
+installed it asks of every array whether it is a Dask array, and that question imports
+``dask.array`` (and SciPy through it): about 0.3 s of a process that samples a small
+model, and 0.2 s more at its exit (issue #26).
 
-``fastpath`` was read on the xarray versions :data:`SUPPORTED` names (``pyproject.toml``
-bounds xarray the same way; constraints.txt pins one of them). With another version
-:func:`variable` uses the documented constructor, with one :class:`XarrayVersionWarning`.
+:func:`dataset` assembles the same Dataset from its parts instead:
+``Variable(dims, array, fastpath=True)`` (an undocumented keyword: the array as it is,
+which is what the documented path returns for these dtypes), a ``PandasIndex`` per
+coordinate (public) and ``Dataset._construct_direct`` (private). Both were read on the
+xarray versions :data:`SUPPORTED` names (``pyproject.toml`` bounds xarray the same way;
+constraints.txt pins one of them). With another version, or arrays it does not take
+(dates, objects), it uses the documented constructor; the version with one
+:class:`XarrayVersionWarning`.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -60,24 +67,59 @@ def _fast(version: str) -> bool:
     return False
 
 
-def variable(xarray: ModuleType, dims: tuple[str, ...], array: np.ndarray) -> Any:
-    """Return ``xarray.Variable(dims, array)``, without the Dask check where it is safe."""
-    if _takes_fast(array) and _fast(xarray.__version__):
-        return xarray.Variable(dims, array, fastpath=True)
-    return xarray.Variable(dims, array)
+def dataset(
+    xarray: ModuleType,
+    data_vars: Mapping[str, tuple[tuple[str, ...], np.ndarray]],
+    coords: Mapping[str, np.ndarray],
+) -> Any:
+    """Return ``xarray.Dataset(data_vars, coords=coords)``; each coordinate is its dim's.
 
-
-def coordinate(xarray: ModuleType, dim: str, values: np.ndarray) -> Any:
-    """Return the dimension coordinate ``dim`` with ``values``, as ``Dataset(coords=)`` takes.
-
-    Wrapped in the ``pandas.Index`` xarray would make of them (``pandas.Index(values)``),
-    so that making the Dataset's index asks nothing of Dask.
+    ``data_vars`` maps each name to its dims and array, ``coords`` each dim to its
+    values. Where every array takes the fast constructor, the Dataset is assembled
+    from its parts (``Dataset._construct_direct``: the variables, each dim's
+    ``PandasIndex``) after checking what the documented constructor would check here:
+    each dim's one length, and no name that is both a variable and a coordinate.
+    Anything else goes through the documented constructor, which says what is wrong.
     """
-    if values.ndim == 1 and _takes_fast(values) and _fast(xarray.__version__):
-        import pandas
+    sizes = _sizes(data_vars, coords)
+    if sizes is None or not _fast(xarray.__version__):
+        return xarray.Dataset(
+            {name: xarray.Variable(dims, array) for name, (dims, array) in data_vars.items()},
+            coords={dim: xarray.Variable((dim,), values) for dim, values in coords.items()},
+        )
+    import pandas
 
-        return xarray.Variable((dim,), pandas.Index(values), fastpath=True)
-    return xarray.Variable((dim,), values)
+    variables: dict[str, Any] = {}
+    indexes: dict[str, Any] = {}
+    for dim, values in coords.items():
+        index = xarray.indexes.PandasIndex(pandas.Index(values), dim)
+        indexes[dim] = index
+        variables.update(index.create_variables())
+    for name, (dims, array) in data_vars.items():
+        variables[name] = xarray.Variable(dims, array, fastpath=True)
+    return xarray.Dataset._construct_direct(variables, set(coords), sizes, None, indexes)
+
+
+def _sizes(
+    data_vars: Mapping[str, tuple[tuple[str, ...], np.ndarray]], coords: Mapping[str, np.ndarray]
+) -> dict[str, int] | None:
+    """Return each dim's length, or None where the fast assembly does not apply."""
+    if set(data_vars) & set(coords):
+        return None
+    sizes: dict[str, int] = {}
+    for dim, values in coords.items():
+        if values.ndim != 1 or not _takes_fast(values):
+            return None
+        sizes[dim] = values.shape[0]
+    for dims, array in data_vars.values():
+        if len(dims) != array.ndim or len(set(dims)) != len(dims) or not _takes_fast(array):
+            return None
+        for dim, length in zip(dims, array.shape, strict=True):
+            if sizes.setdefault(dim, length) != length:
+                return None
+    if set(sizes) != set(coords):  # a dim without its coordinate: not what to_datatree builds
+        return None
+    return sizes
 
 
 def _takes_fast(array: np.ndarray) -> bool:
