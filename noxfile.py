@@ -17,7 +17,9 @@ Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
   ``benchmarks/peer-constraints.txt``, not by ``constraints.txt``). JAX is not
   installed; the JAX baseline of M3 runs only where it is importable.
 - ``peer_sampling``: ``benchmarks/peer_sampling.py``, ``kl.sample`` next to PyMC's
-  ``pm.sample`` (and nutpie when installed) on M1-M3: wall time and ESS per second.
+  ``pm.sample`` (and nutpie when installed) on M1-M3: wall time and ESS per second;
+  then ``gp.py``, ``sampling_efficiency.py`` and ``cost_growth.py`` (compile time
+  against model size next to PyMC, per call against data size).
 - ``demo``: ``examples/eight_schools.py`` (a model sampled end to end with the defaults).
 - ``docs``: build ``docs/`` with Sphinx (MyST, autodoc; warnings are errors) into
   ``docs/_build/html``, then check the built site in headless Chromium
@@ -235,9 +237,10 @@ def peer(session: nox.Session) -> None:
 def peer_sampling(session: nox.Session) -> None:
     """Compare kl.sample with PyMC's samplers on M1-M3 (wall time, ESS/s), in one run.
 
-    Then kl.gp with pm.gp (``benchmarks/gp.py``) and the ESS per gradient against nutpie
-    (``benchmarks/sampling_efficiency.py``). Results go to benchmarks/results/
-    peer-sampling-, gp- and efficiency-<UTC timestamp>.json.
+    Then kl.gp with pm.gp (``benchmarks/gp.py``), the ESS per gradient against nutpie
+    (``benchmarks/sampling_efficiency.py``) and how compile and per-call cost grow with
+    model and data size next to PyMC (``benchmarks/cost_growth.py``). Results go to
+    benchmarks/results/peer-sampling-, gp-, efficiency- and growth-<UTC timestamp>.json.
     """
     install_packages(session, "scipy", *ENGINES)
     session.install("-c", PEER_CONSTRAINTS, "pytensor", "pymc")
@@ -247,6 +250,7 @@ def peer_sampling(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/sampling_efficiency.py", *_timestamped_output([], "efficiency")
     )
+    session.run("python", "benchmarks/cost_growth.py", *_timestamped_output([], "growth"))
 
 
 @nox.session(python=PYTHON)

@@ -13,16 +13,20 @@ import kiln as kl
 from bench_models import data_m1, data_m2, data_m3, data_m4
 
 MODELS = ("M1", "M2", "M3", "M4")
+#: The size argument of each model's data generator (``cost_growth.py`` scales it).
+SIZE_ARG = {"M2": "n_obs", "M3": "n", "M4": "n_groups"}
 
 
 @functools.cache
-def _data(name: str) -> dict:
-    return {"M1": data_m1, "M2": data_m2, "M3": data_m3, "M4": data_m4}[name]()
+def data(name: str, size: int | None = None) -> dict:
+    """Return model ``name``'s data (``size``: rows of M2, M3; groups of M4), cached."""
+    make = {"M1": data_m1, "M2": data_m2, "M3": data_m3, "M4": data_m4}[name]
+    return make() if size is None else make(**{SIZE_ARG[name]: size})
 
 
 def model_m1() -> kl.Model:
     """Eight schools, non-centered."""
-    d = _data("M1")
+    d = data("M1")
     with kl.Model() as m:
         mu = kl.Normal("mu", 0.0, 5.0)
         tau = kl.HalfCauchy("tau", 5.0)
@@ -32,9 +36,9 @@ def model_m1() -> kl.Model:
     return m
 
 
-def model_m2() -> kl.Model:
-    """Radon-like varying intercept and slope, non-centered."""
-    d = _data("M2")
+def model_m2(n_obs: int | None = None) -> kl.Model:
+    """Radon-like varying intercept and slope, non-centered (``n_obs`` rows, default 919)."""
+    d = data("M2", n_obs)
     k = d["n_groups"]
     with kl.Model() as m:
         mu_a = kl.Normal("mu_a", 0.0, 10.0)
@@ -50,9 +54,9 @@ def model_m2() -> kl.Model:
     return m
 
 
-def model_m3() -> kl.Model:
-    """Logistic regression, N = 10,000, D = 20."""
-    d = _data("M3")
+def model_m3(n: int | None = None) -> kl.Model:
+    """Logistic regression, N = 10,000 (or ``n``) rows, D = 20."""
+    d = data("M3", n)
     with kl.Model() as m:
         alpha = kl.Normal("alpha", 0.0, 1.0)
         beta = kl.Normal("beta", 0.0, 1.0, shape=d["X"].shape[1])
@@ -60,9 +64,9 @@ def model_m3() -> kl.Model:
     return m
 
 
-def model_m4() -> kl.Model:
-    """Twenty chained groups: a wide graph (compile stress)."""
-    d = _data("M4")
+def model_m4(n_groups: int | None = None) -> kl.Model:
+    """Twenty (or ``n_groups``) chained groups, 3 free variables each: a wide graph."""
+    d = data("M4", n_groups)
     with kl.Model() as m:
         mu_prev = 0.0
         for g, group in enumerate(d["groups"]):

@@ -131,16 +131,19 @@ def logp_dlogp_m3(alpha_, beta, X, y):  # type: ignore[no-untyped-def]
     return logp, d_alpha, d_beta
 
 
-def data_args(name: str) -> tuple[np.ndarray, ...]:
-    """Return the data arrays model ``name``'s hand-written function takes after its inputs."""
+def data_args(name: str, rows: int | None = None) -> tuple[np.ndarray, ...]:
+    """Return the data arrays model ``name``'s hand-written function takes after its inputs.
+
+    ``rows``: M2's or M3's number of rows (the data generator's default if None).
+    """
     if name == "M1":
         d = data_m1()
         return d["y"], d["sigma"]
     if name == "M2":
-        d = data_m2()
+        d = data_m2() if rows is None else data_m2(n_obs=rows)
         return d["idx"], d["x"], d["y"]
     if name == "M3":
-        d = data_m3()
+        d = data_m3() if rows is None else data_m3(n=rows)
         return np.ascontiguousarray(d["X"]), d["y"].astype(np.float64)
     raise ValueError(f"no hand-written Numba version of {name!r}; expected one of {MODELS}")
 

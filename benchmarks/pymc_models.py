@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pymc as pm
 import pytensor
 from pytensor.graph.basic import Variable
@@ -58,9 +59,9 @@ def model_m3() -> pm.Model:
     return model
 
 
-def model_m4() -> pm.Model:
-    """Return M4, 20 chained groups of 4 members (a wide graph)."""
-    d = data_m4()
+def model_m4(n_groups: int = 20) -> pm.Model:
+    """Return M4, 20 (or ``n_groups``) chained groups of 4 members (a wide graph)."""
+    d = data_m4(n_groups)
     with pm.Model() as model:
         mu_prev = 0.0
         for g, group in enumerate(d["groups"]):
@@ -70,6 +71,15 @@ def model_m4() -> pm.Model:
             theta = mu + sigma * offset
             pm.Normal(f"y_{g}", theta[group["idx"]], 1.0, observed=group["y"])
             mu_prev = mu
+    return model
+
+
+def model_scalars(n: int) -> pm.Model:
+    """Return ``scalar_scaling.build("normal", n)`` in PyMC: ``n`` scalars in a loop."""
+    cs = np.random.default_rng(0).normal(size=n)
+    with pm.Model() as model:
+        xs = [pm.Normal(f"x{i}", 0.0, 1.0) for i in range(n)]
+        pm.Normal("y", sum(x * c for x, c in zip(xs, cs, strict=True)), 1.0, observed=1.5)
     return model
 
 

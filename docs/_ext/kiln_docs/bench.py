@@ -1,7 +1,7 @@
 """``kiln-bench``: the latest benchmark results as tables and a plot, at build time.
 
 Reads the newest ``benchmarks/results/<prefix>-<UTC stamp>.json`` (written by
-``nox -s bench``; ``peer`` and ``peer-sampling`` files too when asked). The JSON's
+``nox -s bench``; ``peer``, ``peer-sampling`` and ``growth`` files too when asked). The JSON's
 nested sections become tables (one row per first-level key, one column per numeric
 leaf), the microbenchmarks' medians a bar chart made with matplotlib. With no result
 file the page says so: numbers are never invented.
@@ -19,11 +19,14 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 
+from kiln_docs import growth
 from kiln_docs._util import DocsError, KilnDirective, table
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
 _META = ("kiln_version", "python", "machine", "repeats")
 MAX_COLUMNS = 7
+#: The nox session that writes a prefix's files, where it is not the prefix itself.
+SESSIONS = {"growth": "peer_sampling"}
 
 
 def latest(prefix: str) -> Path | None:
@@ -217,7 +220,8 @@ class BenchDirective(KilnDirective):
                 f"No {prefix}-*.json result file is in benchmarks/results/ in this build "
                 "(the folder is not committed). Run the benchmarks, then rebuild the docs: "
             )
-            cmd = f".nox-bootstrap/bin/nox -s {prefix.replace('-', '_')} docs"
+            session = SESSIONS.get(prefix, prefix.replace("-", "_"))
+            cmd = f".nox-bootstrap/bin/nox -s {session} docs"
             return [nodes.paragraph("", "", nodes.Text(text), nodes.literal(cmd, cmd))]
         self.env.note_dependency(str(path))
         try:
@@ -228,10 +232,13 @@ class BenchDirective(KilnDirective):
         meta = ", ".join(f"{k} {report[k]}" for k in _META if k in report)
         text = f"From {path.name}" + (f" ({meta})." if meta else ".")
         out.append(nodes.paragraph(text, text))
+        draw = growth.plot if prefix == "growth" else plot
         if "plot" in self.options:
             image = Path(self.env.app.srcdir) / "_generated" / f"{prefix}-results.png"
-            if plot(report, image):
+            if draw(report, image):
                 out.append(nodes.image(uri="/_generated/" + image.name, alt=path.name))
+        if prefix == "growth":  # its own tables: the generic ones would be too wide
+            return out + growth.tables(report)
         for key, section in report.items():
             if key not in _META:
                 out += section_tables(key, section)
