@@ -47,3 +47,37 @@ def test_deterministics_of_data_are_batched_too(linker):
     kl.set_data({"x": np.array([1.0, 2.0, 3.0, 4.0])}, model=m)
     again = compiled.expand_draws(xs)
     np.testing.assert_allclose(again["line"][0], compiled.expand(xs[0])["line"], rtol=1e-14)
+
+
+def test_variables_without_a_transform_are_views_of_the_draws():
+    """No copy of an untransformed variable's columns; the transformed ones computed."""
+    with kl.Model() as m:
+        kl.Normal("mu", 0.0, 1.0)
+        kl.HalfNormal("tau", 1.0)
+        kl.Normal("z", 0.0, 1.0, shape=(2, 3))
+        kl.Poisson("k", 3.0)  # discrete: rounded from its float column, so computed
+    compiled = m.logp_dlogp_function(mode=FAST_RUN.with_linker("vm"), discrete=True)
+    xs = np.random.default_rng(2).normal(size=(6, compiled.ndim))
+    xs[:, compiled.discrete_mask] = 2.0
+    batched = compiled.expand_draws(xs)
+    assert list(batched) == compiled.out_names
+    for name in ("mu", "z"):
+        assert np.shares_memory(batched[name], xs)
+    assert not np.shares_memory(batched["tau"], xs)
+    assert not np.shares_memory(batched["k"], xs)
+    for k, x in enumerate(xs):
+        for name, value in compiled.expand(x).items():
+            np.testing.assert_allclose(batched[name][k], value, rtol=1e-14)
+    assert batched["z"].shape == (6, 2, 3) and batched["mu"].shape == (6,)
+
+
+def test_a_model_of_untransformed_variables_only_compiles_no_batched_function():
+    with kl.Model() as m:
+        kl.Normal("a", 0.0, 1.0)
+        kl.Normal("b", 0.0, 1.0, shape=2)
+    compiled = m.logp_dlogp_function(mode=FAST_RUN.with_linker("vm"))
+    xs = np.arange(9.0).reshape(3, 3)
+    batched = compiled.expand_draws(xs)
+    np.testing.assert_array_equal(batched["a"], [0.0, 3.0, 6.0])
+    np.testing.assert_array_equal(batched["b"], [[1.0, 2.0], [4.0, 5.0], [7.0, 8.0]])
+    assert compiled.expand_draws_problem is None
