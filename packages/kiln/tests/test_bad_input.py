@@ -171,6 +171,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         r"^nuts_sampler_kwargs: max_treedepth: expected an int in \[1, 30\]",
     ),
     (
+        "nuts-kwargs-bad-adaptation",
+        _sample(nuts_sampler_kwargs={"adaptation": "nutpie"}),
+        KilnValueError,
+        r"^nuts_sampler_kwargs: adaptation: expected one of 'stan', 'grad', got 'nutpie'",
+    ),
+    (
         "nuts-kwargs-not-dict",
         _sample(nuts_sampler_kwargs=[("max_treedepth", 5)]),
         KilnTypeError,

@@ -61,6 +61,13 @@ def test_the_same_seed_gives_the_same_draws_whatever_the_cores():
     np.testing.assert_array_equal(a["posterior"]["mu"].values, b["posterior"]["mu"].values)
 
 
+def test_the_gradient_based_warmup_is_an_option_of_kilns_nuts():
+    stan = _sample(random_seed=3, backend="numba")
+    grad = _sample(random_seed=3, backend="numba", nuts_sampler_kwargs={"adaptation": "grad"})
+    assert not np.array_equal(stan["posterior"]["mu"].values, grad["posterior"]["mu"].values)
+    assert abs(float(grad["posterior"]["mu"].mean()) - float(stan["posterior"]["mu"].mean())) < 0.3
+
+
 def test_another_backend_runs_the_python_loop():
     idata = _sample(random_seed=1, backend="vm", draws=50, tune=50)
     assert idata.attrs["backend"] == "vm" and idata["posterior"]["mu"].shape == (2, 50)

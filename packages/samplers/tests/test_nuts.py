@@ -17,6 +17,7 @@ from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
 from kiln_samplers._native import NativeLogp
+from kiln_samplers._nuts import ADAPTATIONS
 
 MU = np.array([1.0, -2.0, 0.5, 10.0])
 SD = np.array([1.0, 0.1, 3.0, 20.0])  # badly scaled: the mass matrix must adapt
@@ -140,15 +141,19 @@ def test_the_python_and_numba_kernels_make_valid_draws_from_one_seed():
     assert a.unconstrained.shape == b.unconstrained.shape == (1, 300, 4)
 
 
+@pytest.mark.parametrize("adaptation", ADAPTATIONS)
 def test_chains_that_start_in_python_while_the_kernel_compiles_continue_bit_for_bit(
-    monkeypatch,
+    monkeypatch, adaptation
 ):
     """The Python pieces before the Numba kernel is ready change no draw."""
     from kiln_samplers import _c_nuts, _numba_nuts
 
     monkeypatch.setattr(_c_nuts, "sample_chunk_for", lambda *args: None)  # no C compiler
 
-    kwargs = dict(draws=150, tune=150, chains=2, random_seed=4, native=Native(), progressbar=False)
+    kwargs = dict(
+        draws=150, tune=150, chains=2, random_seed=4, native=Native(), progressbar=False,
+        settings=ks.NutsSettings(adaptation=adaptation),
+    )  # fmt: skip
     compiled = ks.sample_nuts(Gaussian(), **kwargs)
     polls = {"n": 0}
 
@@ -362,7 +367,9 @@ def test_without_a_store_the_numba_kernel_writes_nothing(tmp_path):
 _needs_cc = pytest.mark.skipif(_c_nuts._compiler() is None, reason="no C compiler")
 
 
-def _chunk(sample_chunk, seed, adapt_step_size, collect_variance, n_draws=200, max_depth=10):
+def _chunk(
+    sample_chunk, seed, adapt_step_size, collect_variance, update_metric, n_draws=200, max_depth=10
+):
     """Run ``sample_chunk`` on the 4-d Gaussian from one state; return everything it wrote."""
     user_data = 0
     rng = np.random.default_rng(seed)
@@ -370,34 +377,39 @@ def _chunk(sample_chunk, seed, adapt_step_size, collect_variance, n_draws=200, m
     grad = np.empty(4)
     logp = _gaussian_native(q, grad, user_data)
     adapt = np.array([np.log(0.3), 0.0, 0.0, 0.0, np.log(3.0)])
-    welford = np.zeros((3, 4))
+    welford = np.zeros((core.WELFORD_ROWS, 4))
+    inv_mass = np.array([1.0, 0.01, 9.0, 400.0])
     draws, stats = np.empty((n_draws, 4)), np.empty((n_draws, core.N_STATS))
     logp = sample_chunk(
-        _gaussian_native, user_data, rng, q, grad, logp, np.array([1.0, 0.01, 9.0, 400.0]),
-        adapt, welford, n_draws, draws, stats, 0.8, max_depth, 1000.0, adapt_step_size,
-        collect_variance,
+        _gaussian_native, user_data, rng, q, grad, logp, inv_mass, adapt, welford, n_draws,
+        draws, stats, 0.8, max_depth, 1000.0, adapt_step_size, collect_variance, update_metric,
     )  # fmt: skip
-    return [logp, q, grad, adapt, welford, draws, stats, rng.random()]
+    return [logp, q, grad, inv_mass, adapt, welford, draws, stats, rng.random()]
 
 
 @_needs_cc
-@pytest.mark.parametrize(("adapt_step_size", "collect_variance"), [(True, True), (False, False)])
+@pytest.mark.parametrize(
+    "flags", [(True, True, False), (False, False, False), (True, True, True), (True, False, True)]
+)
 @_needs_cc
-def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(
-    adapt_step_size, collect_variance
-):
+def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(flags):
+    # flags: adapt_step_size, collect_variance, update_metric (the gradient-based metric)
     c_chunk = _c_nuts.sample_chunk_for(_gaussian_native)
     assert c_chunk is not None, _c_nuts._state.error
     for seed in (0, 1):
-        expected = _chunk(core.sample_chunk, seed, adapt_step_size, collect_variance)
-        got = _chunk(c_chunk, seed, adapt_step_size, collect_variance)
+        expected = _chunk(core.sample_chunk, seed, *flags)
+        got = _chunk(c_chunk, seed, *flags)
         for a, b in zip(expected, got, strict=True):
             np.testing.assert_array_equal(a, b)  # the generator too: the same numbers drawn
 
 
 @_needs_cc
-def test_the_c_and_numba_kernels_make_the_same_chains(monkeypatch):
-    kwargs = dict(draws=300, tune=300, chains=2, random_seed=8, native=Native(), progressbar=False)
+@pytest.mark.parametrize("adaptation", ADAPTATIONS)
+def test_the_c_and_numba_kernels_make_the_same_chains(monkeypatch, adaptation):
+    kwargs = dict(
+        draws=300, tune=300, chains=2, random_seed=8, native=Native(), progressbar=False,
+        settings=ks.NutsSettings(adaptation=adaptation),
+    )  # fmt: skip
     c = ks.sample_nuts(Gaussian(), **kwargs)
     _check_posterior(ks.sample_nuts(Gaussian(), **{**kwargs, "draws": 1000, "tune": 1000}))
     monkeypatch.setattr(_c_nuts, "sample_chunk_for", lambda *args: None)

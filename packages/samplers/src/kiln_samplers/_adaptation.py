@@ -1,8 +1,18 @@
-"""Stan's windowed warm-up schedule for the diagonal mass matrix."""
+"""The warm-up schedules of kiln's NUTS for its diagonal mass matrix.
+
+``"stan"``: Stan's windowed adaptation (the variance of the draws over doubling
+windows). ``"grad"``: nutpie's (nuts-rs's) gradient-based estimate over short
+switching windows.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
+
+from kiln_samplers import _nuts_core as core
 
 
 def warmup_schedule(
@@ -39,3 +49,117 @@ def regularized_variance(welford: np.ndarray) -> np.ndarray:
     n = welford[0, 0]
     var = welford[2] / max(n - 1.0, 1.0)
     return (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
+
+
+# The gradient-based diagonal adaptation (nutpie's, from nuts-rs): the inverse mass of
+# each coordinate is sqrt(Var[draws] / Var[gradients]) (for a Gaussian, its variance),
+# estimated from short windows of recent draws; the kernel updates it after each draw
+# (_nuts_core.grad_metric), this module says when the windows switch.
+
+#: The limits of an inverse-mass element (nuts-rs's).
+INV_MASS_LIMITS = (core.INV_MASS_LOWER, core.INV_MASS_UPPER)
+
+
+class GradSchedule(NamedTuple):
+    """The phases of the gradient-based warm-up (draw indices, 0-based).
+
+    Draws before ``early_end`` switch the estimators every ``early_switch`` draws;
+    later ones after windows of ``switch`` draws at first, each next one ``growth``
+    times longer; from ``final_start`` on only the step size adapts.
+    """
+
+    early_end: int
+    final_start: int
+    early_switch: int
+    switch: int
+    growth: float
+
+
+def grad_schedule(
+    tune: int,
+    early_window: float = 0.3,
+    step_size_window: float = 0.15,
+    early_switch: int = 10,
+    switch: int = 80,
+    growth: float = 1.5,
+) -> GradSchedule:
+    """Return nutpie's schedule for ``tune`` warm-up draws (its defaults).
+
+    The first ``early_window`` of the warm-up is the early phase (short windows: the
+    metric follows the chain quickly from its start); the last ``step_size_window`` adapts
+    the step size only.
+    """
+    return GradSchedule(
+        int(early_window * tune), tune - int(step_size_window * tune), early_switch, switch, growth
+    )
+
+
+class GradWindows:
+    """When the windows of the gradient-based warm-up switch: nuts-rs's rule, decided online.
+
+    The current (background) window switches once it holds the phase's window size
+    (draws that did not move are not counted; the start point counts in the first) and
+    the next window still fits before the final phase; otherwise it keeps growing. The
+    main phase's first window is at least what the background holds when the early
+    phase ends; each next one is ``growth`` times longer.
+    """
+
+    def __init__(self, schedule: GradSchedule) -> None:
+        self.schedule = schedule
+        self.window = schedule.switch  # the main phase's current window size
+
+    def size(self, draw: int) -> int:
+        """Return how many points the background needs before a switch after ``draw``."""
+        early = draw < self.schedule.early_end
+        return self.schedule.early_switch if early else self.window
+
+    def start(self, draw: int, count: int) -> None:
+        """Note the background's ``count`` before ``draw`` runs (the early phase's end)."""
+        if draw == self.schedule.early_end:
+            self.window = max(self.window, count)
+
+    def following(self, draw: int) -> int:
+        """Return the size of the window that a switch after ``draw`` would start."""
+        every = self.size(draw)
+        if draw < self.schedule.early_end:
+            return every
+        return max(every + 1, math.floor(every * self.schedule.growth + 0.5))
+
+    def late(self, draw: int) -> bool:
+        """Whether no window started after ``draw`` would end before the final phase."""
+        return draw + self.following(draw) > self.schedule.final_start
+
+    def switches(self, draw: int, count: int) -> bool:
+        """Whether the windows switch after ``draw``, the background holding ``count`` points."""
+        if count < self.size(draw) or self.late(draw):
+            return False
+        if draw >= self.schedule.early_end:
+            self.window = self.following(draw)
+        return True
+
+
+def switch_draws(schedule: GradSchedule) -> list[int]:
+    """Return the draws after which the windows switch when every draw moves."""
+    windows, out, count = GradWindows(schedule), [], 1
+    for draw in range(schedule.final_start):
+        windows.start(draw, count)
+        count += 1
+        if windows.switches(draw, count):
+            out.append(draw)
+            count = 0
+    return out
+
+
+def new_welford(n: int) -> np.ndarray:
+    """Return empty Welford sums of ``n`` coordinates (``_nuts_core.WELFORD_ROWS`` rows)."""
+    return np.zeros((core.WELFORD_ROWS, n))
+
+
+def initial_inv_mass(grad: np.ndarray) -> np.ndarray:
+    """Return the first inverse mass: 1 / |gradient| at the start point (clamped).
+
+    A zero or non-finite gradient element gives 1.
+    """
+    size = np.abs(grad)
+    ok = np.isfinite(size) & (size > 0.0)
+    return np.where(ok, 1.0 / np.clip(np.where(ok, size, 1.0), *INV_MASS_LIMITS), 1.0)

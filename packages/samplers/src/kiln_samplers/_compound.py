@@ -143,7 +143,7 @@ class NUTS(Step):
         row = np.empty(core.N_STATS)
         s.logp = core.nuts_step(
             fn, None, s.rng, s.q, s.logp, s.grad, eps, s.inv_mass,
-            settings.max_treedepth, settings.max_energy_error, row,
+            settings.max_treedepth, settings.max_energy_error, row, np.zeros(1),
         )  # fmt: skip
         x[self.indices] = s.q
         if tuning:

@@ -82,6 +82,7 @@ SAMPLE_CHUNK_SIGNATURE = types.float64(
     types.float64,
     types.boolean,
     types.boolean,
+    types.boolean,
 )
 
 
@@ -127,7 +128,7 @@ def _call_logp(fn, user_data, q, g):  # type: ignore[no-untyped-def]
 
 _HELPERS = (
     "log_add_exp", "kinetic", "is_turning", "leapfrog", "_ckpt_indices", "nuts_step",
-    "dual_averaging",
+    "dual_averaging", "welford_add", "grad_metric",
 )  # fmt: skip
 _namespace: dict[str, Any] = dict(vars(core))
 

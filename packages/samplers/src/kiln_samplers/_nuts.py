@@ -1,15 +1,15 @@
 """kiln's NUTS: a functional core over a typed chain state, and a thin class on top.
 
 ``init_chain`` makes a :class:`ChainState`; ``run_chain`` advances it through warm-up
-(Stan's windowed adaptation of a diagonal mass matrix and dual-averaging step size)
-and sampling, in chunks: each chunk runs in compiled code (a kernel calling the model's
-native log-density, GIL released) or, for models without one, in Python calling
-``model.logp_dlogp``. The kernel is C (:mod:`kiln_samplers._c_nuts`), or Numba's
-without a C compiler; while Numba's first compile is still running in the background,
-the chunks run the same functions in Python on the native log-density
-(:class:`_UntilCompiled`). Between chunks the schedule is applied; a chunk runs in
-pieces of at most :data:`PIECE_S` (:class:`_Pieces`), between which progress is
-reported and a stop request ends the chain early.
+(a diagonal mass matrix, by Stan's windowed adaptation or nutpie's gradient-based one,
+and a dual-averaging step size) and sampling, in chunks: each chunk runs in compiled
+code (a kernel calling the model's native log-density, GIL released) or, for models
+without one, in Python calling ``model.logp_dlogp``. The kernel is C
+(:mod:`kiln_samplers._c_nuts`), or Numba's without a C compiler; while Numba's first
+compile is still running in the background, the chunks run the same functions in
+Python on the native log-density (:class:`_UntilCompiled`). Between chunks the schedule
+is applied; a chunk runs in pieces of at most :data:`PIECE_S` (:class:`_Pieces`),
+between which progress is reported and a stop request ends the chain early.
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from kiln_samplers import _nuts_core as core
-from kiln_samplers._adaptation import regularized_variance, warmup_schedule
+from kiln_samplers._adaptation import (
+    GradWindows,
+    grad_schedule,
+    initial_inv_mass,
+    new_welford,
+    regularized_variance,
+    warmup_schedule,
+)
 from kiln_samplers._native import NativeLogp
 from kiln_samplers._protocol import CompiledModel, NativePointers
 
@@ -43,14 +50,25 @@ STAT_NAMES = (
 )
 
 
+#: The warm-up schedules of the mass matrix (``NutsSettings.adaptation``).
+ADAPTATIONS = ("stan", "grad")
+
+
 @dataclasses.dataclass(frozen=True)
 class NutsSettings:
-    """NUTS options: ``target_accept``, ``max_treedepth``, ``max_energy_error``."""
+    """NUTS options: ``target_accept``, ``max_treedepth``, ``max_energy_error``, ``adaptation``.
+
+    ``adaptation`` is the warm-up of the diagonal mass matrix: ``"stan"`` (Stan's
+    windows of doubling length, the variance of the draws) or ``"grad"`` (nutpie's:
+    sqrt(Var[draws] / Var[gradients]) over short switching windows, from the first
+    draws on).
+    """
 
     target_accept: float = 0.8
     max_treedepth: int = 10
     max_energy_error: float = 1000.0
     chunk: int = 50
+    adaptation: str = "stan"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.target_accept < 1.0:
@@ -59,6 +77,11 @@ class NutsSettings:
             )
         if not (isinstance(self.max_treedepth, int) and 1 <= self.max_treedepth <= 30):
             raise ValueError(f"max_treedepth: expected an int in [1, 30], got {self.max_treedepth}")
+        if self.adaptation not in ADAPTATIONS:
+            raise ValueError(
+                f"adaptation: expected one of {', '.join(map(repr, ADAPTATIONS))}, "
+                f"got {self.adaptation!r}"
+            )
 
 
 @dataclasses.dataclass
@@ -70,7 +93,7 @@ class ChainState:
     grad: np.ndarray
     inv_mass: np.ndarray
     adapt: np.ndarray  # the dual-averaging slots of _nuts_core (LOG_EPS, ...)
-    welford: np.ndarray  # (3, n): count, mean, M2 of the current mass-matrix window
+    welford: np.ndarray  # (5, n): Welford sums of the current window (_nuts_core.sample_chunk)
     rng: np.random.Generator
 
 
@@ -233,7 +256,7 @@ def init_chain(
         grad=np.ascontiguousarray(grad, dtype="float64").copy(),
         inv_mass=np.ones(n),
         adapt=np.zeros(5),
-        welford=np.zeros((3, n)),
+        welford=new_welford(n),
         rng=rng,
     )
 
@@ -357,11 +380,23 @@ class _Pieces:
     stop: threading.Event | None
     progress: Callable[[int, np.ndarray, bool], None] | None
     per_draw: float = math.inf
+    #: Leapfrog steps of the transitions run so far.
+    n_leapfrog: int = 0
 
     def run(
-        self, m: int, draws: np.ndarray, stats: np.ndarray, adapt_step: bool, collect: bool
+        self,
+        m: int,
+        draws: np.ndarray,
+        stats: np.ndarray,
+        adapt_step: bool,
+        collect: bool,
+        update_metric: bool = False,
     ) -> int:
-        """Run up to ``m`` transitions into ``draws`` / ``stats``; return how many ran."""
+        """Run up to ``m`` transitions into ``draws`` / ``stats``; return how many ran.
+
+        ``adapt_step``, ``collect`` and ``update_metric`` are ``sample_chunk``'s
+        ``adapt_step_size``, ``collect_variance`` and ``update_metric``.
+        """
         state, settings = self.state, self.settings
         done = 0
         while done < m:
@@ -376,16 +411,97 @@ class _Pieces:
                     self.fn, self.user_data, state.rng, state.q, state.grad, state.logp,
                     state.inv_mass, state.adapt, state.welford, k, draws[done : done + k],
                     stats[done : done + k], settings.target_accept, settings.max_treedepth,
-                    settings.max_energy_error, adapt_step, collect,
+                    settings.max_energy_error, adapt_step, collect, update_metric,
                 )  # fmt: skip
             except _Stopped:  # the piece is dropped (a Python chain; at most PIECE_S)
                 return done
             _check_fatal(self.fn)
             self.per_draw = max((time.perf_counter() - begin) / k, 1e-9)
+            self.n_leapfrog += int(stats[done : done + k, core.N_STEPS].sum())
             if self.progress is not None:
                 self.progress(k, stats[done : done + k], adapt_step)
             done += k
         return done
+
+
+def _warm_up_stan(
+    pieces: _Pieces, tune: int, warm_draws: np.ndarray, warm_stats: np.ndarray
+) -> tuple[int, bool]:
+    """Run Stan's windowed warm-up; return the leapfrog steps and whether it completed.
+
+    The mass matrix is the regularized variance of each window's draws
+    (:func:`~kiln_samplers._adaptation.warmup_schedule`); the step size is searched
+    again and its dual averaging restarted after each window.
+    """
+    state, settings, fn, user_data = pieces.state, pieces.settings, pieces.fn, pieces.user_data
+    _restart_step_size(state, _find_step_size(fn, user_data, state))
+    window_start, ends = warmup_schedule(tune)
+    last_end = ends[-1] if ends else 0
+    boundaries = sorted({window_start, *ends, tune} - {0})
+    i = 0
+    while i < tune:
+        stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
+        m = stop_at - i
+        if pieces.run(m, warm_draws, warm_stats, True, window_start <= i < last_end) < m:
+            return pieces.n_leapfrog, False
+        i = stop_at
+        if i in ends:
+            state.inv_mass = regularized_variance(state.welford)
+            state.welford[:] = 0.0
+            _restart_step_size(state, _find_step_size(fn, user_data, state))
+    return pieces.n_leapfrog, True
+
+
+def _warm_up_grad(
+    pieces: _Pieces, tune: int, warm_draws: np.ndarray, warm_stats: np.ndarray
+) -> tuple[int, bool]:
+    """Run nutpie's gradient-based warm-up; return the leapfrog steps and whether it completed.
+
+    The schedule of nuts-rs (:func:`~kiln_samplers._adaptation.grad_schedule`): the
+    inverse mass starts at 1 / |gradient| at the start point; before the final window,
+    the kernel collects each draw that moved and its gradient into the current
+    (background) window and the foreground sample (the previous window and the current;
+    the start point counts in both at first), and sets the inverse mass to the
+    foreground's sqrt(Var[draws] / Var[gradients]) after each draw. At a switch
+    (:class:`~kiln_samplers._adaptation.GradWindows`) the background becomes the
+    foreground and a new window starts. The step size is searched at the start and
+    again at the first estimate (the foreground's third point); its dual averaging then
+    runs on, not restarted, to the end of the warm-up, whose final window adapts the
+    step size only.
+    """
+    state, settings, fn, user_data = pieces.state, pieces.settings, pieces.fn, pieces.user_data
+    schedule = grad_schedule(tune)
+    windows = GradWindows(schedule)
+    final, fg = schedule.final_start, core.FOREGROUND
+    state.inv_mass = initial_inv_mass(state.grad)
+    welford = state.welford = new_welford(state.q.shape[0])
+    core.welford_add(welford, 0, state.q, state.grad)
+    core.welford_add(welford, fg, state.q, state.grad)
+    _restart_step_size(state, _find_step_size(fn, user_data, state))
+    searched = False  # the step size searched again at the first estimate
+    i = 0
+    while i < tune:
+        stops = [tune, i + settings.chunk]
+        if i < final:
+            windows.start(i, int(welford[0, 0]))
+            # the first draw that may complete the window (or the first estimate)
+            stops += [final, i + max(1, windows.size(i) - int(welford[0, 0]))]
+            stops += [schedule.early_end] if i < schedule.early_end else []
+            stops += [] if searched else [i + max(1, 3 - int(welford[fg, 0]))]
+        stop_at = min(stops)
+        m = stop_at - i
+        mass = i < final
+        if pieces.run(m, warm_draws, warm_stats, True, mass, mass) < m:
+            return pieces.n_leapfrog, False
+        i = stop_at
+        if mass and windows.switches(i - 1, int(welford[0, 0])):
+            welford[fg:] = welford[:fg]  # the background becomes the foreground
+            welford[:fg] = 0.0
+            core.grad_metric(welford, state.inv_mass)
+        if not searched and welford[fg, 0] >= 3.0:
+            searched = True
+            _restart_step_size(state, _find_step_size(fn, user_data, state))
+    return pieces.n_leapfrog, True
 
 
 def _run_chain(
@@ -410,32 +526,16 @@ def _run_chain(
         kernel, fn, user_data = core.sample_chunk, _stoppable(_python_fn(model), stop), None
         kind = "python"
     pieces = _Pieces(kernel, fn, user_data, state, settings, stop, progress)
-    steps = STAT_NAMES.index("n_steps")
     n = state.q.shape[0]
     warm_draws = np.empty((min(settings.chunk, max(tune, 1)), n))
     warm_stats = np.empty((min(settings.chunk, max(tune, 1)), core.N_STATS))
-    n_leapfrog = 0
     stopped = ChainResult(np.empty((0, n)), np.empty((0, core.N_STATS)), 0, False, 0, kind)
+    warm_up = _warm_up_grad if settings.adaptation == "grad" else _warm_up_stan
     try:
-        _restart_step_size(state, _find_step_size(fn, user_data, state))
-        window_start, ends = warmup_schedule(tune)
-        last_end = ends[-1] if ends else 0
-        boundaries = sorted({window_start, *ends, tune} - {0})
-        i = 0
-        while i < tune:
-            stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
-            m = stop_at - i
-            ran = pieces.run(m, warm_draws, warm_stats, True, window_start <= i < last_end)
-            n_leapfrog += int(warm_stats[:ran, steps].sum())
-            if ran < m:  # stopped during warm-up: nothing kept
-                stopped.n_leapfrog = n_leapfrog
-                return stopped
-            i = stop_at
-            if i in ends:
-                state.inv_mass = regularized_variance(state.welford)
-                state.welford[:] = 0.0
-                _restart_step_size(state, _find_step_size(fn, user_data, state))
+        n_leapfrog, done = warm_up(pieces, tune, warm_draws, warm_stats)
     except _Stopped:
+        n_leapfrog, done = pieces.n_leapfrog, False
+    if not done:  # stopped during warm-up: nothing kept
         stopped.n_leapfrog = n_leapfrog
         return stopped
     if state.adapt[core.COUNT] == 0:
@@ -452,6 +552,6 @@ def _run_chain(
         i += ran
         if ran < m:
             break
-    n_leapfrog += int(out_stats[:i, steps].sum())
+    n_leapfrog = pieces.n_leapfrog
     eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
     return ChainResult(out_draws[:i], out_stats[:i], i, True, n_leapfrog, kind, eps_bar)

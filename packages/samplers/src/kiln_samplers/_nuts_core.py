@@ -116,10 +116,12 @@ def nuts_step(  # type: ignore[no-untyped-def]
     max_depth,
     max_energy_error,
     stats,
+    chosen,
 ):
     """Run one NUTS transition from (q, logp, grad): update them in place; fill ``stats``.
 
-    Returns the new log-density.
+    Returns the new log-density; ``chosen[0]`` receives the new point's position in the
+    trajectory (leapfrog steps from the start, negative backwards; 0: it did not move).
     """
     n = q.shape[0]
     p0 = np.empty(n)
@@ -149,13 +151,16 @@ def nuts_step(  # type: ignore[no-untyped-def]
     sum_accept = 0.0
     max_error = 0.0
     chosen_error = 0.0
+    idx_left, idx_right, idx_prop, sub_idx = 0, 0, 0, 0
     while depth < max_depth:
         forward = rng.random() < 0.5
         step = eps if forward else -eps
         if forward:
             q_cur, p_cur, g_cur = q_right.copy(), p_right.copy(), g_right.copy()
+            idx_cur, idx_step = idx_right, 1
         else:
             q_cur, p_cur, g_cur = q_left.copy(), p_left.copy(), g_left.copy()
+            idx_cur, idx_step = idx_left, -1
         n_leaves = 1 << depth
         sub_log_w = -np.inf
         sub_logp = 0.0
@@ -168,6 +173,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
                 fn, user_data, q_cur, p_cur, g_cur, step, inv_mass, q_new, p_new, g_new
             )
             n_steps += 1
+            idx_cur += idx_step
             for i in range(n):
                 q_cur[i], p_cur[i], g_cur[i] = q_new[i], p_new[i], g_new[i]
             energy = -leaf_logp + kinetic(p_cur, inv_mass)
@@ -188,6 +194,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
                     sub_q[i], sub_g[i] = q_cur[i], g_cur[i]
                 sub_logp = leaf_logp
                 sub_error = error
+                sub_idx = idx_cur
             sub_log_w = new_sub_log_w
             for i in range(n):
                 sub_p_sum[i] += p_cur[i]
@@ -208,9 +215,9 @@ def nuts_step(  # type: ignore[no-untyped-def]
                     break
         depth += 1
         if forward:
-            q_right, p_right, g_right = q_cur, p_cur, g_cur
+            q_right, p_right, g_right, idx_right = q_cur, p_cur, g_cur, idx_cur
         else:
-            q_left, p_left, g_left = q_cur, p_cur, g_cur
+            q_left, p_left, g_left, idx_left = q_cur, p_cur, g_cur, idx_cur
         if diverging or sub_turning:
             break
         # Biased progressive sampling between the old tree and the new subtree.
@@ -219,6 +226,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
                 q_prop[i], g_prop[i] = sub_q[i], sub_g[i]
             logp_prop = sub_logp
             chosen_error = sub_error
+            idx_prop = sub_idx
         log_w = log_add_exp(log_w, sub_log_w)
         for i in range(n):
             p_sum[i] += sub_p_sum[i]
@@ -236,7 +244,47 @@ def nuts_step(  # type: ignore[no-untyped-def]
     stats[STEP_SIZE] = eps
     stats[ACCEPT] = sum_accept / max(n_steps, 1)
     stats[LP] = logp_prop
+    chosen[0] = idx_prop
     return logp_prop
+
+
+#: Rows of the Welford sums ``sample_chunk`` collects: two samples (at rows 0 and
+#: ``FOREGROUND``) of five rows each: count (in column 0), mean and M2 of the points,
+#: mean and M2 of the gradients. Rows 0-4 hold the current window; rows 5-9 the
+#: foreground sample of the gradient-based metric (the previous window and the current).
+WELFORD_ROWS = 10
+FOREGROUND = 5
+#: The limits of an inverse-mass element of the gradient-based metric (nuts-rs's).
+INV_MASS_LOWER, INV_MASS_UPPER = 1e-20, 1e20
+
+
+def welford_add(welford, row, q, grad):  # type: ignore[no-untyped-def]
+    """Add the point ``q`` and its gradient to the Welford sums at ``welford[row:row + 5]``."""
+    welford[row, 0] += 1.0
+    count = welford[row, 0]
+    for i in range(q.shape[0]):
+        delta = q[i] - welford[row + 1, i]
+        welford[row + 1, i] += delta / count
+        welford[row + 2, i] += delta * (q[i] - welford[row + 1, i])
+        delta = grad[i] - welford[row + 3, i]
+        welford[row + 3, i] += delta / count
+        welford[row + 4, i] += delta * (grad[i] - welford[row + 3, i])
+
+
+def grad_metric(welford, inv_mass):  # type: ignore[no-untyped-def]
+    """Set ``inv_mass`` to sqrt(Var[points] / Var[gradients]) of the foreground sample.
+
+    Only once the foreground holds 3 points; an element whose estimate is zero or not
+    finite keeps its value; the others are clamped to the limits.
+    """
+    if welford[FOREGROUND, 0] < 3.0:
+        return
+    for i in range(inv_mass.shape[0]):
+        var_g = welford[FOREGROUND + 4, i]
+        if var_g > 0.0:
+            ratio = math.sqrt(welford[FOREGROUND + 2, i] / var_g)
+            if ratio > 0.0 and ratio < math.inf:
+                inv_mass[i] = min(max(ratio, INV_MASS_LOWER), INV_MASS_UPPER)
 
 
 # Slots of the step-size adaptation state (dual averaging, Hoffman & Gelman 2014).
@@ -273,30 +321,36 @@ def sample_chunk(  # type: ignore[no-untyped-def]
     max_energy_error,
     adapt_step_size,
     collect_variance,
+    update_metric,
 ):
     """Run ``n_draws`` transitions; write each point and its stats; return the last logp.
 
     While ``adapt_step_size``, each transition uses ``exp(adapt[LOG_EPS])`` and updates
     it; otherwise ``exp(adapt[LOG_EPS_BAR])``. While ``collect_variance``, each point
-    goes into ``welford`` (rows: count, mean, M2) for the next mass matrix.
+    and the gradient there go into the current window's Welford sums (rows 0-4 of
+    ``welford``, :data:`WELFORD_ROWS`). While ``update_metric``, they also go into the
+    foreground's, and ``inv_mass`` becomes its gradient-based estimate (:func:`grad_metric`)
+    after each transition; only draws that moved go into the sums then (a divergent
+    one: that moved more than 4 steps), as in nuts-rs.
     """
     n = q.shape[0]
+    chosen = np.zeros(1)
     for k in range(n_draws):
         eps = math.exp(adapt[LOG_EPS] if adapt_step_size else adapt[LOG_EPS_BAR])
         row = stats[k]
         logp = nuts_step(
-            fn, user_data, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error, row
-        )
+            fn, user_data, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error, row,
+            chosen,
+        )  # fmt: skip
         if adapt_step_size:
             accept = row[ACCEPT] if math.isfinite(row[ACCEPT]) else 0.0
             dual_averaging(adapt, accept, target_accept)
-        if collect_variance:
-            welford[0, 0] += 1.0
-            count = welford[0, 0]
-            for i in range(n):
-                delta = q[i] - welford[1, i]
-                welford[1, i] += delta / count
-                welford[2, i] += delta * (q[i] - welford[1, i])
+        moved = abs(chosen[0]) > 4.0 if row[DIVERGING] != 0.0 else chosen[0] != 0.0
+        if collect_variance and (moved or not update_metric):
+            welford_add(welford, 0, q, grad)
+        if update_metric and moved:
+            welford_add(welford, FOREGROUND, q, grad)
+            grad_metric(welford, inv_mass)
         for i in range(n):
             draws[k, i] = q[i]
     return logp

@@ -32,6 +32,10 @@ enum { DIVERGING, ENERGY, ENERGY_ERROR, MAX_ENERGY_ERROR, TREE_DEPTH, N_STEPS, S
        ACCEPT, LP, N_STATS };
 enum { LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU };
 static const double GAMMA = 0.05, T0 = 10.0, KAPPA = 0.75;
+/* The Welford sums: two samples of five rows (_nuts_core.WELFORD_ROWS), and the limits
+ * of an inverse-mass element of the gradient-based metric. */
+enum { FOREGROUND = 5 };
+static const double INV_MASS_LOWER = 1e-20, INV_MASS_UPPER = 1e20;
 
 typedef struct {
     kiln_logp_fn fn;
@@ -105,7 +109,8 @@ enum { P0, Q_LEFT, P_LEFT, G_LEFT, Q_RIGHT, P_RIGHT, G_RIGHT, P_SUM, Q_PROP, G_P
 
 static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, double *grad,
                         double eps, const double *inv_mass, int64_t max_depth,
-                        double max_energy_error, double *stats, double *work) {
+                        double max_energy_error, double *stats, double *work,
+                        double *chosen) {
     int64_t n = m->n;
     double *w[N_WORK];
     for (int k = 0; k < N_WORK; k++) w[k] = work + (size_t)k * (size_t)n;
@@ -130,9 +135,11 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
     int64_t depth = 0, n_steps = 0;
     int diverging = 0;
     double sum_accept = 0.0, max_error = 0.0, chosen_error = 0.0;
+    int64_t idx_left = 0, idx_right = 0, idx_prop = 0, sub_idx = 0;
     while (depth < max_depth) {
         int forward = next_double(rng) < 0.5;
         double step = forward ? eps : -eps;
+        int64_t idx_cur = forward ? idx_right : idx_left, idx_step = forward ? 1 : -1;
         if (forward) { COPY(q_cur, q_right); COPY(p_cur, p_right); COPY(g_cur, g_right); }
         else { COPY(q_cur, q_left); COPY(p_cur, p_left); COPY(g_cur, g_left); }
         int64_t n_leaves = (int64_t)1 << depth;
@@ -142,6 +149,7 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
         for (int64_t leaf = 0; leaf < n_leaves; leaf++) {
             double leaf_logp = leapfrog(m, q_cur, p_cur, g_cur, step, inv_mass, q_new, p_new, g_new);
             n_steps++;
+            idx_cur += idx_step;
             COPY(q_cur, q_new); COPY(p_cur, p_new); COPY(g_cur, g_new);
             double energy = -leaf_logp + kinetic(p_cur, inv_mass, n);
             double error = energy - energy0;
@@ -155,6 +163,7 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
                 COPY(sub_q, q_cur); COPY(sub_g, g_cur);
                 sub_logp = leaf_logp;
                 sub_error = error;
+                sub_idx = idx_cur;
             }
             sub_log_w = new_sub_log_w;
             for (int64_t i = 0; i < n; i++) sub_p_sum[i] += p_cur[i];
@@ -176,13 +185,19 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
             }
         }
         depth++;
-        if (forward) { COPY(q_right, q_cur); COPY(p_right, p_cur); COPY(g_right, g_cur); }
-        else { COPY(q_left, q_cur); COPY(p_left, p_cur); COPY(g_left, g_cur); }
+        if (forward) {
+            COPY(q_right, q_cur); COPY(p_right, p_cur); COPY(g_right, g_cur);
+            idx_right = idx_cur;
+        } else {
+            COPY(q_left, q_cur); COPY(p_left, p_cur); COPY(g_left, g_cur);
+            idx_left = idx_cur;
+        }
         if (diverging || sub_turning) break;
         if (next_double(rng) < exp(min0(sub_log_w - log_w))) {
             COPY(q_prop, sub_q); COPY(g_prop, sub_g);
             logp_prop = sub_logp;
             chosen_error = sub_error;
+            idx_prop = sub_idx;
         }
         log_w = log_add_exp(log_w, sub_log_w);
         for (int64_t i = 0; i < n; i++) p_sum[i] += sub_p_sum[i];
@@ -199,6 +214,7 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
     stats[STEP_SIZE] = eps;
     stats[ACCEPT] = sum_accept / (double)(n_steps > 1 ? n_steps : 1);
     stats[LP] = logp_prop;
+    *chosen = (double)idx_prop;
     return logp_prop;
 }
 
@@ -212,39 +228,69 @@ static void dual_averaging(double *adapt, double accept, double target) {
     adapt[LOG_EPS_BAR] = weight * adapt[LOG_EPS] + (1.0 - weight) * adapt[LOG_EPS_BAR];
 }
 
+/* _nuts_core.welford_add: the point q and its gradient into the sums at row `row`. */
+static void welford_add(double *welford, int64_t row, const double *q, const double *grad,
+                        int64_t n) {
+    double *w = welford + row * n;
+    w[0] += 1.0;
+    double count = w[0];
+    for (int64_t i = 0; i < n; i++) {
+        double delta = q[i] - w[n + i];
+        w[n + i] += delta / count;
+        w[2 * n + i] += delta * (q[i] - w[n + i]);
+        delta = grad[i] - w[3 * n + i];
+        w[3 * n + i] += delta / count;
+        w[4 * n + i] += delta * (grad[i] - w[3 * n + i]);
+    }
+}
+
+/* _nuts_core.grad_metric: inv_mass = sqrt(Var[points] / Var[gradients]) of the foreground. */
+static void grad_metric(const double *welford, double *inv_mass, int64_t n) {
+    const double *w = welford + FOREGROUND * n;
+    if (w[0] < 3.0) return;
+    for (int64_t i = 0; i < n; i++) {
+        double var_g = w[4 * n + i];
+        if (var_g > 0.0) {
+            double ratio = sqrt(w[2 * n + i] / var_g);
+            if (ratio > 0.0 && ratio < INFINITY) {
+                double clamped = ratio < INV_MASS_LOWER ? INV_MASS_LOWER : ratio;
+                inv_mass[i] = clamped > INV_MASS_UPPER ? INV_MASS_UPPER : clamped;
+            }
+        }
+    }
+}
+
 /* _nuts_core.sample_chunk. Returns the last log-density; *status is 0, 1 when the work
  * arrays could not be allocated (nothing is drawn then), or the model's fatal code (< 0:
  * the chunk stopped after the transition that got it; *done says how many were drawn). */
 double kiln_nuts_sample_chunk(
     kiln_logp_fn fn, const void *user_data, bitgen_t *rng, int64_t n, double *q,
-    double *grad, double logp, const double *inv_mass, double *adapt, double *welford,
+    double *grad, double logp, double *inv_mass, double *adapt, double *welford,
     int64_t n_draws, double *draws, double *stats, double target_accept, int64_t max_depth,
     double max_energy_error, int32_t adapt_step_size, int32_t collect_variance,
-    int32_t *status, int64_t *done) {
+    int32_t update_metric, int32_t *status, int64_t *done) {
     model_t m = {fn, user_data, n, 0};
     size_t size = ((size_t)N_WORK + 2 * (size_t)(max_depth + 1)) * (size_t)(n > 0 ? n : 1);
     double *work = malloc(size * sizeof(double));
     *done = 0;
     if (work == NULL) { *status = 1; return logp; }
     *status = 0;
+    double chosen = 0.0;
     for (int64_t k = 0; k < n_draws; k++) {
         double eps = exp(adapt_step_size ? adapt[LOG_EPS] : adapt[LOG_EPS_BAR]);
         double *row = stats + k * N_STATS;
         logp = nuts_step(&m, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error,
-                         row, work);
+                         row, work, &chosen);
         if (m.fatal) { *status = m.fatal; break; }
         if (adapt_step_size) {
             double accept = isfinite(row[ACCEPT]) ? row[ACCEPT] : 0.0;
             dual_averaging(adapt, accept, target_accept);
         }
-        if (collect_variance) {
-            welford[0] += 1.0;
-            double count = welford[0];
-            for (int64_t i = 0; i < n; i++) {
-                double delta = q[i] - welford[n + i];
-                welford[n + i] += delta / count;
-                welford[2 * n + i] += delta * (q[i] - welford[n + i]);
-            }
+        int moved = row[DIVERGING] != 0.0 ? fabs(chosen) > 4.0 : chosen != 0.0;
+        if (collect_variance && (moved || !update_metric)) welford_add(welford, 0, q, grad, n);
+        if (update_metric && moved) {
+            welford_add(welford, FOREGROUND, q, grad, n);
+            grad_metric(welford, inv_mass, n);
         }
         memcpy(draws + k * n, q, (size_t)n * sizeof(double));
         *done = k + 1;
