@@ -22,7 +22,12 @@ models.py`` is executed with ``kl`` bound to PyMC (plus ``transforms``) and ``kt
 ``pytensor.tensor`` (plus ``cholesky``): kiln's model layer takes PyMC's names, so the
 same source builds both. M1-M3 are ``pymc_models.py``'s, as in ``peer_sampling.py``.
 
-Run: ``python benchmarks/sampling_efficiency.py [--models ...] [--output FILE]``.
+``--adaptation stan|grad`` picks the warm-up of kiln's NUTS (``NutsSettings.adaptation``,
+given as ``nuts_sampler_kwargs``; default: kiln's default); ``--engines`` runs some of
+the engines only (``--engines kiln`` to compare kiln's warm-ups).
+
+Run: ``python benchmarks/sampling_efficiency.py [--models ...] [--engines ...]
+[--adaptation ...] [--output FILE]``.
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ def _summary(idata: Any, wall: float, tune: int) -> dict:
     }
 
 
-def _child(model: str, engine: str) -> dict:
+def _child(model: str, engine: str, adaptation: str | None = None) -> dict:
     """Run ``engine`` on ``model`` twice in this process; return the second run's summary."""
     pymc = engine == "pymc_nutpie"
     runs = []
@@ -132,7 +137,10 @@ def _child(model: str, engine: str) -> dict:
             else:
                 import kiln as kl
 
-                idata = kl.sample(nuts_sampler=engine, progressbar=False, **SETTINGS)
+                options = {"adaptation": adaptation} if adaptation and engine == "kiln" else {}
+                idata = kl.sample(
+                    nuts_sampler=engine, progressbar=False, nuts_sampler_kwargs=options, **SETTINGS
+                )
             runs.append(_summary(idata, time.perf_counter() - start, SETTINGS["tune"]))
     return runs[-1]
 
@@ -142,20 +150,26 @@ def _available(engine: str) -> bool:
     return all(importlib.util.find_spec(p) is not None for p in needs)
 
 
-def run_efficiency(models: list[str], timeout: float = 1200.0) -> dict:
-    """Return every engine's warm run on every model, and kiln's ratios to nutpie's."""
+def run_efficiency(
+    models: list[str],
+    timeout: float = 1200.0,
+    engines: tuple[str, ...] = ENGINES,
+    adaptation: str | None = None,
+) -> dict:
+    """Return the engines' warm runs on every model, and kiln's ratios to nutpie's."""
     import stage2
 
-    out: dict = {"settings": SETTINGS}
+    out: dict = {"settings": {**SETTINGS, "adaptation": adaptation}}
     for model in models:
         row: dict = {}
         with tempfile.TemporaryDirectory(prefix="kiln-efficiency-") as cache:
-            for engine in ENGINES:
+            for engine in engines:
                 if not _available(engine):
                     row[engine] = {"skipped": "not installed"}
                     continue
+                extra = ["--adaptation", adaptation] if adaptation else []
                 row[engine] = stage2.run_child(
-                    ["--child", model, "--engine", engine], cache, timeout, Path(__file__)
+                    ["--child", model, "--engine", engine, *extra], cache, timeout, Path(__file__)
                 )
         ours, nutpie, pymc = (row.get(e, {}) for e in ENGINES)
         ratios = {}
@@ -177,7 +191,9 @@ def format_table(results: dict) -> str:
         if model == "settings":
             continue
         for engine in ENGINES:
-            r = row.get(engine, {})
+            if engine not in row:
+                continue
+            r = row[engine]
             if "ess_per_gradient" not in r:
                 lines.append(f"  {model} / {engine}: {r.get('error') or r.get('skipped')}")
                 continue
@@ -196,13 +212,15 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     parser.add_argument("--models", nargs="+", default=[*_references(), *BENCH_MODELS])
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--adaptation", choices=("stan", "grad"))
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child, args.engine)))
+        print(json.dumps(_child(args.child, args.engine, args.adaptation)))
         return
     sys.path.insert(0, str(HERE))
-    results = run_efficiency(args.models)
+    results = run_efficiency(args.models, engines=tuple(args.engines), adaptation=args.adaptation)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(results, indent=2))
