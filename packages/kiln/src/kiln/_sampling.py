@@ -93,6 +93,11 @@ def sample(
     (seconds). ``backend`` picks the linker (``"numba"``, the default, runs the whole
     sampler loop in compiled code; ``"vm"`` and the others run a Python loop).
 
+    ``nuts_sampler_kwargs`` are the NUTS engine's options. kiln's NUTS takes
+    ``max_treedepth`` (10), ``max_energy_error`` (1000) and ``adaptation``, the warm-up
+    of its diagonal mass matrix: ``"stan"`` (the default, Stan's windows) or ``"grad"``
+    (nutpie's gradient-based estimate; the user guide's warm-up section compares them).
+
     ``step`` takes step methods (``kl.Metropolis([mu])``, a list of them, or a
     ``kl.CompoundStep``); the free variables no step covers get NUTS (continuous),
     ``kl.BinaryMetropolis`` (Bernoulli), ``kl.CategoricalGibbsMetropolis`` (Categorical)
