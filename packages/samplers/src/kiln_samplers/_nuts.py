@@ -484,10 +484,11 @@ def _warm_up_grad(
         stops = [tune, i + settings.chunk]
         if i < final:
             windows.start(i, int(welford[0, 0]))
-            # the first draw that may complete the window (or the first estimate)
-            stops += [final, i + max(1, windows.size(i) - int(welford[0, 0]))]
+            stops.append(final)
+            if not windows.late(i):  # the first draw that may complete the window
+                stops.append(i + max(1, windows.size(i) - int(welford[0, 0])))
             stops += [schedule.early_end] if i < schedule.early_end else []
-            stops += [] if searched else [i + max(1, 3 - int(welford[fg, 0]))]
+            stops += [] if searched else [i + max(1, 3 - int(welford[fg, 0]))]  # 1st estimate
         stop_at = min(stops)
         m = stop_at - i
         mass = i < final
