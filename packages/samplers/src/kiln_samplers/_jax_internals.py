@@ -12,8 +12,10 @@ from __future__ import annotations
 import functools
 import warnings
 
+from kiln_samplers._version_range import Range, requirement, within
+
 #: The JAX versions (``>= first, < second``, by major and minor) checked.
-CHECKED: tuple[tuple[int, int], tuple[int, int]] = ((0, 12), (0, 13))
+CHECKED: Range = ((0, 12), (0, 13))
 #: JAX's monitoring event of the seconds XLA spends compiling one computation.
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
@@ -28,16 +30,11 @@ def compile_event_known() -> bool:
     from importlib.metadata import version as installed  # not at import: 10-30 ms
 
     version = installed("jax")
-    try:
-        major, minor = (int(part) for part in version.split(".")[:2])
-    except ValueError:
-        major = minor = -1
-    low, high = CHECKED
-    if low <= (major, minor) < high:
+    if within(version, CHECKED):
         return True
     warnings.warn(
         f"jax {version} is installed; kiln's JAX NUTS engines were checked on "
-        f"jax>={low[0]}.{low[1]},<{high[0]}.{high[1]}: XLA's compile time is reported as "
+        f"{requirement('jax', CHECKED)}: XLA's compile time is reported as "
         "unknown (None), sampling is unchanged",
         JaxVersionWarning,
         stacklevel=4,

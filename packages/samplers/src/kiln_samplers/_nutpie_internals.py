@@ -18,31 +18,24 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from kiln_samplers._version_range import Range, requirement, within
+
 #: nutpie versions (``>= first, < second``) whose ``nutpie._lib`` the adapter was checked on.
-SUPPORTED: tuple[tuple[int, ...], tuple[int, ...]] = ((0, 16, 11), (0, 17))
+SUPPORTED: Range = ((0, 16, 11), (0, 17))
 
 
 class NutpieVersionWarning(UserWarning):
     """The installed nutpie is not one kiln's nutpie adapter was checked on."""
 
 
-def _parse(version: str) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(part) for part in version.split(".")[:3])
-    except ValueError:
-        return None
-
-
 def supported(version: str) -> bool:
     """Whether nutpie ``version`` is in :data:`SUPPORTED`."""
-    parsed = _parse(version)
-    return parsed is not None and SUPPORTED[0] <= parsed < SUPPORTED[1]
+    return within(version, SUPPORTED)
 
 
 def describe() -> str:
     """Return :data:`SUPPORTED` as a pip requirement (``nutpie>=0.16.11,<0.17``)."""
-    low, high = (".".join(map(str, v)) for v in SUPPORTED)
-    return f"nutpie>={low},<{high}"
+    return requirement("nutpie", SUPPORTED)
 
 
 def private_lib(nutpie: ModuleType) -> Any:

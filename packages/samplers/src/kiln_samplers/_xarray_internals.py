@@ -28,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from kiln_samplers._version_range import Range, requirement, within
+
 #: xarray versions (``>= first, < second``) whose ``Variable(fastpath=True)`` was checked.
-SUPPORTED: tuple[tuple[int, ...], tuple[int, ...]] = ((2025, 6), (2027,))
+SUPPORTED: Range = ((2025, 6), (2027,))
 #: dtype kinds the fast constructor takes (bool, numbers, strings): for an ``ndarray``
 #: of these the documented one returns the array unchanged; it converts dates and objects.
 _UNCHANGED = "biufcUS"
@@ -39,27 +41,18 @@ class XarrayVersionWarning(UserWarning):
     """The installed xarray is not one kiln's fast DataTree construction was checked on."""
 
 
-def _parse(version: str) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(part) for part in version.split(".")[:2])
-    except ValueError:
-        return None
-
-
 def supported(version: str) -> bool:
     """Whether xarray ``version`` is in :data:`SUPPORTED`."""
-    parsed = _parse(version)
-    return parsed is not None and SUPPORTED[0] <= parsed < SUPPORTED[1]
+    return within(version, SUPPORTED)
 
 
 @functools.cache
 def _fast(version: str) -> bool:
     if supported(version):
         return True
-    low, high = (".".join(map(str, v)) for v in SUPPORTED)
     warnings.warn(
         f"xarray {version} is not a version kiln's results were checked on "
-        f"(xarray>={low},<{high}); the results are built with xarray's documented "
+        f"({requirement('xarray', SUPPORTED)}); the results are built with xarray's documented "
         "constructors, which import dask.array when Dask is installed (slower, same data)",
         XarrayVersionWarning,
         stacklevel=3,
