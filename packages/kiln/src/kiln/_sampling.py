@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -184,32 +182,18 @@ def sample(
         if error.result is not None:  # the chains that finished, as the usual DataTree
             error.idata = _to_datatree(m, error.result, nuts_sampler, idata_options)
         raise
-    if result.trace.interrupted:  # an interrupted run's one warning says it is partial
-        return _to_datatree(m, result, nuts_sampler, idata_options)
-    # The checks read the trace's arrays (not the DataTree): on another thread, while
-    # this one builds the DataTree (NumPy's sorts and FFTs release the GIL).
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kiln-checks") as pool:
-        checked = pool.submit(_check_diagnostics, m, result)
-        idata = _to_datatree(m, result, nuts_sampler, idata_options)
-        report = checked.result()
-    for message in report["messages"]:
-        warnings.warn(message, kiln_samplers.SamplingWarning, stacklevel=2)
+    idata = _to_datatree(m, result, nuts_sampler, idata_options)
+    if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
+        # Read from the arrays (not the DataTree); only what the screen picks is computed
+        # on every draw (the warnings are the exact check's). The free variables, as
+        # PyMC checks (a deterministic is a function of them).
+        kiln_samplers.check_diagnostics(
+            result.trace,
+            result.max_treedepth,
+            exact_extremes=False,
+            var_names=[v.name for v in m.free_variables if v.name in result.trace.posterior],
+        )
     return idata
-
-
-def _check_diagnostics(m: Model, result: EngineResult) -> dict[str, Any]:
-    """Return the report of ``kiln_samplers.check_diagnostics`` (no warning given).
-
-    Of the free variables, as PyMC checks (a deterministic is a function of them); only
-    what the screen picks is computed on every draw (the warnings are the exact check's).
-    """
-    return kiln_samplers.check_diagnostics(  # type: ignore[no-any-return]
-        result.trace,
-        result.max_treedepth,
-        warn=False,
-        exact_extremes=False,
-        var_names=[v.name for v in m.free_variables if v.name in result.trace.posterior],
-    )
 
 
 def _to_datatree(
