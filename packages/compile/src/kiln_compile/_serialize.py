@@ -121,14 +121,14 @@ class _Writer:
     """Turns a value into JSON-ready lists, keeping arrays' and bytes' raw bytes aside."""
 
     def __init__(self, graphs: bool) -> None:
-        self.blobs: list[bytes] = []
+        self.blobs: list[bytes | memoryview] = []
         self.size = 0
         self.graphs = graphs
 
-    def blob(self, data: bytes) -> list[int]:
-        ref = [self.size, len(data)]
+    def blob(self, data: bytes | memoryview) -> list[int]:
+        ref = [self.size, memoryview(data).nbytes]
         self.blobs.append(data)
-        self.size += len(data)
+        self.size += memoryview(data).nbytes
         return ref
 
     def value(self, v: Any) -> Any:
@@ -156,7 +156,8 @@ class _Writer:
         if isinstance(v, np.dtype):
             return ["dt", self.dtype(v)]
         if isinstance(v, np.ndarray):
-            data = v.tobytes(order="C")
+            flat = np.ascontiguousarray(v).reshape(-1)
+            data = memoryview(flat.view(np.uint8)) if flat.size else b""  # (no copy)
             return ["a", self.dtype(v.dtype), list(v.shape), *self.blob(data)]
         if isinstance(v, np.generic):
             return ["n", self.dtype(v.dtype), *self.blob(np.asarray(v).tobytes())]

@@ -32,12 +32,17 @@ def install_tensor_operators(namespace: Any) -> None:
     _ops.__dict__.update({k: getattr(namespace, k) for k in dir(namespace) if k[0] != "_"})
 
 
-def _hash_bytes(*parts: bytes) -> bytes:
+def _hash_bytes(*parts: bytes | memoryview) -> bytes:
     h = hashlib.sha256()
     for p in parts:
-        h.update(len(p).to_bytes(8, "little"))
+        h.update(memoryview(p).nbytes.to_bytes(8, "little"))
         h.update(p)
     return h.digest()
+
+
+def _byte_view(arr: np.ndarray) -> memoryview:
+    """Return the bytes of the C-contiguous ``arr`` as a view (``arr.tobytes()`` copies)."""
+    return memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
 
 
 class Variable:
@@ -335,7 +340,8 @@ class Constant(TensorVariable):
             arr = arr.astype(arr.dtype.newbyteorder("="))
         ttype = TensorType(arr.dtype, arr.shape)
         arr.flags.writeable = False
-        digest = _hash_bytes(b"const", encode(ttype.key()), arr.tobytes())
+        # The array's own buffer (C-contiguous): a data set's bytes are not copied to hash.
+        digest = _hash_bytes(b"const", encode(ttype.key()), _byte_view(arr))
         key = (ttype, digest)
         found = cls._table.get(key)
         if found is not None:

@@ -148,7 +148,7 @@ class ModelPackage:
         h = hashlib.sha256(f"{self.digest}|{self.linker}|{self.format}".encode())
         for value in self.data:
             h.update(f"{value.dtype.str}{value.shape}".encode())
-            h.update(np.ascontiguousarray(value).tobytes())
+            h.update(np.ascontiguousarray(value).reshape(-1).view(np.uint8))  # (no copy)
         return h.hexdigest()
 
     @property
