@@ -156,9 +156,10 @@ class _Writer:
         if isinstance(v, np.dtype):
             return ["dt", self.dtype(v)]
         if isinstance(v, np.ndarray):
+            dtype = self.dtype(v.dtype)  # (first: an object array has no bytes to view)
             flat = np.ascontiguousarray(v).reshape(-1)
             data = memoryview(flat.view(np.uint8)) if flat.size else b""  # (no copy)
-            return ["a", self.dtype(v.dtype), list(v.shape), *self.blob(data)]
+            return ["a", dtype, list(v.shape), *self.blob(data)]
         if isinstance(v, np.generic):
             return ["n", self.dtype(v.dtype), *self.blob(np.asarray(v).tobytes())]
         if self.graphs:
