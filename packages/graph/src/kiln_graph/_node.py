@@ -42,6 +42,8 @@ def _hash_bytes(*parts: bytes | memoryview) -> bytes:
 
 def _byte_view(arr: np.ndarray) -> memoryview:
     """Return the bytes of the C-contiguous ``arr`` as a view (``arr.tobytes()`` copies)."""
+    if arr.dtype.hasobject:  # (references: no bytes to view; hashed as before)
+        return memoryview(arr.tobytes())
     return memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
 
 
