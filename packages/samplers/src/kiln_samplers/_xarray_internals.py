@@ -12,10 +12,10 @@ model, and 0.2 s more at its exit (issue #26).
 ``Variable(dims, array, fastpath=True)`` (an undocumented keyword: the array as it is,
 which is what the documented path returns for these dtypes), a ``PandasIndex`` per
 coordinate (public) and ``Dataset._construct_direct`` (private). Both were read on
-xarray 2026.9 and are taken for the versions :data:`SUPPORTED` names (``pyproject.toml`` bounds xarray the same way;
-constraints.txt pins one of them). With another version, or arrays it does not take
-(dates, objects), it uses the documented constructor; the version with one
-:class:`XarrayVersionWarning`.
+xarray 2026.9 and are taken for the versions :data:`SUPPORTED` names (``pyproject.toml``
+bounds xarray the same way; constraints.txt pins one of them). With another version,
+or arrays it does not take (dates, objects), it uses the documented constructor; the
+version with one :class:`XarrayVersionWarning`.
 """
 
 from __future__ import annotations
