@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
-from numba import carray, cfunc, types
+from numba import carray, cfunc
 
 import kiln_samplers as ks
 from kiln_samplers import _nuts_core as core
@@ -16,51 +19,10 @@ from kiln_samplers._adaptation import (
     switch_draws,
 )
 from kiln_samplers._diagnostics import rhat_ess
-from kiln_samplers._native import NativeLogp
 
-#: The native ABI: ``int logp(size_t n, const double* x, double* grad, double* logp,
-#: const void* user_data)``.
-LOGP_C = types.intc(
-    types.uintp,
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.voidptr,
-)
-MU = np.array([1.0, -2.0, 0.5, 10.0])
-SD = np.array([1.0, 0.1, 3.0, 20.0])
-
-
-@cfunc(LOGP_C)
-def _gaussian_c(n, x_, grad_, logp_, user_data):
-    x, grad = carray(x_, (n,)), carray(grad_, (n,))
-    total = 0.0
-    for i in range(n):
-        z = (x[i] - MU[i]) / SD[i]
-        grad[i] = -z / SD[i]
-        total += z * z
-    logp_[0] = -0.5 * total
-    return 0
-
-
-class Native:
-    """A native log-density as kiln_samplers consumes it (``NativePointers``)."""
-
-    def __init__(self, function, n):
-        self.logp_cptr = function.address
-        self.expand_cptr = None
-        self.user_data_ptr = 0
-        self.n = n
-        self.keep_alive = (function,)
-
-    def refresh(self):
-        pass
-
-    def describe(self, code):
-        return f"the test model's code {code}"
-
-
-_gaussian_native = NativeLogp(Native(_gaussian_c, 4))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from native_models import LOGP_C, MU, SD, Native  # noqa: E402
+from native_models import gaussian_native as _gaussian_native  # noqa: E402
 
 
 def _run(inv_mass, collect, update, n_draws=300, seed=0):

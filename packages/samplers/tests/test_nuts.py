@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import carray, cfunc, types
+from numba import carray, cfunc
 
 import kiln_samplers as ks
 from kiln_compile import CacheWarning, DiskCache
 from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
-from kiln_samplers._native import NativeLogp
 from kiln_samplers._nuts import ADAPTATIONS
 
-MU = np.array([1.0, -2.0, 0.5, 10.0])
-SD = np.array([1.0, 0.1, 3.0, 20.0])  # badly scaled: the mass matrix must adapt
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from native_models import LOGP_C, MU, SD, Native  # noqa: E402
+from native_models import gaussian_native as _gaussian_native  # noqa: E402
 
 
 class Gaussian:
@@ -43,50 +44,6 @@ class Gaussian:
 
     def initial_point(self, seed=None):
         return np.random.default_rng(seed).uniform(-1, 1, self.ndim)
-
-
-#: The native ABI: ``int logp(size_t n, const double* x, double* grad, double* logp,
-#: const void* user_data)`` (what kiln_compile.NativeModel.logp_cptr points at).
-LOGP_C = types.intc(
-    types.uintp,
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.voidptr,
-)
-
-
-@cfunc(LOGP_C)
-def _gaussian_c(n, x_, grad_, logp_, user_data):
-    x, grad = carray(x_, (n,)), carray(grad_, (n,))
-    total = 0.0
-    for i in range(n):
-        z = (x[i] - MU[i]) / SD[i]
-        grad[i] = -z / SD[i]
-        total += z * z
-    logp_[0] = -0.5 * total
-    return 0
-
-
-class Native:
-    """A model's native log-density as kiln_samplers consumes it (``NativePointers``)."""
-
-    def __init__(self, function=_gaussian_c, n=4):
-        self.logp_cptr = function.address
-        self.expand_cptr = None
-        self.user_data_ptr = 0
-        self.n = n
-        self.keep_alive = (function,)
-
-    def refresh(self):
-        pass
-
-    def describe(self, code):
-        return f"the test model's code {code}"
-
-
-#: The native Gaussian called from Python: ``logp = fn(x, grad, user_data)``.
-_gaussian_native = NativeLogp(Native())
 
 
 def _check_posterior(trace, tol_sd=0.1):

@@ -1,0 +1,58 @@
+"""A 4-d badly scaled Gaussian as a native log-density, shared by the NUTS tests.
+
+``gaussian_c`` has the native ABI the kernels call (:data:`LOGP_C`); :class:`Native`
+wraps such a function as kiln_samplers consumes it (``NativePointers``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, cfunc, types
+
+from kiln_samplers._native import NativeLogp
+
+MU = np.array([1.0, -2.0, 0.5, 10.0])
+SD = np.array([1.0, 0.1, 3.0, 20.0])  # badly scaled: the mass matrix must adapt
+
+#: The native ABI: ``int logp(size_t n, const double* x, double* grad, double* logp,
+#: const void* user_data)`` (what kiln_compile.NativeModel.logp_cptr points at).
+LOGP_C = types.intc(
+    types.uintp,
+    types.CPointer(types.float64),
+    types.CPointer(types.float64),
+    types.CPointer(types.float64),
+    types.voidptr,
+)
+
+
+@cfunc(LOGP_C)
+def gaussian_c(n, x_, grad_, logp_, user_data):
+    x, grad = carray(x_, (n,)), carray(grad_, (n,))
+    total = 0.0
+    for i in range(n):
+        z = (x[i] - MU[i]) / SD[i]
+        grad[i] = -z / SD[i]
+        total += z * z
+    logp_[0] = -0.5 * total
+    return 0
+
+
+class Native:
+    """A model's native log-density as kiln_samplers consumes it (``NativePointers``)."""
+
+    def __init__(self, function=gaussian_c, n=4):
+        self.logp_cptr = function.address
+        self.expand_cptr = None
+        self.user_data_ptr = 0
+        self.n = n
+        self.keep_alive = (function,)
+
+    def refresh(self):
+        pass
+
+    def describe(self, code):
+        return f"the test model's code {code}"
+
+
+#: The native Gaussian called from Python: ``logp = fn(x, grad, user_data)``.
+gaussian_native = NativeLogp(Native())
