@@ -126,9 +126,9 @@ class _Writer:
         self.graphs = graphs
 
     def blob(self, data: bytes | memoryview) -> list[int]:
-        ref = [self.size, memoryview(data).nbytes]
+        ref = [self.size, len(data)]  # (a memoryview here is 1-d, of bytes)
         self.blobs.append(data)
-        self.size += memoryview(data).nbytes
+        self.size += len(data)
         return ref
 
     def value(self, v: Any) -> Any:

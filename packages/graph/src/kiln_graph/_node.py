@@ -33,15 +33,16 @@ def install_tensor_operators(namespace: Any) -> None:
 
 
 def _hash_bytes(*parts: bytes | memoryview) -> bytes:
+    """SHA-256 of ``parts``, each framed by its length (a memoryview: 1-d, of bytes)."""
     h = hashlib.sha256()
     for p in parts:
-        h.update(memoryview(p).nbytes.to_bytes(8, "little"))
+        h.update(len(p).to_bytes(8, "little"))
         h.update(p)
     return h.digest()
 
 
 def _byte_view(arr: np.ndarray) -> memoryview:
-    """Return the bytes of the C-contiguous ``arr`` as a view (``arr.tobytes()`` copies)."""
+    """Return the bytes of the C-contiguous ``arr`` as a 1-d view (``tobytes()`` copies)."""
     if arr.dtype.hasobject:  # (references: no bytes to view; hashed as before)
         return memoryview(arr.tobytes())
     return memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
