@@ -18,6 +18,7 @@ from arviz_stats.base import array_stats
 
 from kiln_samplers import Trace, check_diagnostics, to_datatree
 from kiln_samplers._diagnostics import rhat_ess
+from kiln_samplers._results import SCREEN_DRAWS
 
 
 def _arviz(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +118,7 @@ def test_only_the_picked_elements_exact_gives_the_same_warnings(name, posterior)
     rhat, ess = rhat_ess(np.concatenate([v.reshape(2, 10_000, -1) for v in posterior.values()], 2))
     assert any("rhat statistic" in s for s in said) == (rhat.max() > 1.01)
     assert any("effective sample size" in s for s in said) == (ess.min() < 200)
-    assert report["screened_draws"] == exact_report["screened_draws"] == 1000
+    assert report["screened_draws"] == exact_report["screened_draws"] == SCREEN_DRAWS
     if rhat.max() > 1.01:  # what a warning says is an exact value
         assert report["max_rhat"] == pytest.approx(rhat.max(), rel=1e-12)
     if ess.min() < 200:

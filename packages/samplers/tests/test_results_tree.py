@@ -119,3 +119,41 @@ def test_what_the_documented_constructor_refuses_gets_its_error():
         _xarray_internals.dataset(xarray, data_vars, {"chain": np.arange(2), "x": np.arange(3)})
     with pytest.raises(ValueError, match="found in both data_vars and coords"):
         _xarray_internals.dataset(xarray, {"g": (("g",), np.zeros(3))}, {"g": np.arange(3)})
+
+
+def _groups() -> dict[str, xarray.Dataset]:
+    coords = {"chain": np.arange(2), "draw": np.arange(3), "g": np.array(["p", "q"])}
+    return {
+        "posterior": _xarray_internals.dataset(
+            xarray, {"a": (("chain", "draw", "g"), np.arange(12.0).reshape(2, 3, 2))}, coords
+        ),
+        "observed_data": _xarray_internals.dataset(
+            xarray, {"y": (("g",), np.array([1.0, 2.0]))}, {"g": coords["g"]}
+        ),
+    }
+
+
+def test_assembled_tree_is_the_documented_one_and_behaves_as_it():
+    attrs = {"sampling_time": 0.5}
+    ours = _xarray_internals.datatree(xarray, _groups(), attrs)
+    documented = xarray.DataTree()
+    documented.children = {name: xarray.DataTree(g) for name, g in _groups().items()}
+    documented.attrs.update(attrs)
+    xarray.testing.assert_identical(ours, documented)
+    assert [node.path for node in ours.subtree] == ["/", "/posterior", "/observed_data"]
+    assert ours["posterior"].parent is ours and ours["posterior"].name == "posterior"
+    xarray.testing.assert_identical(ours.copy(), documented.copy())
+    xarray.testing.assert_identical(
+        ours.map_over_datasets(lambda ds: ds * 2), documented.map_over_datasets(lambda ds: ds * 2)
+    )
+    xarray.testing.assert_identical(ours.posterior.sel(g="q"), documented.posterior.sel(g="q"))
+    ours["posterior"]["b"] = ours.posterior["a"] + 1  # nodes take new variables
+    assert float(ours.posterior["b"].sum()) == float(documented.posterior["a"].sum()) + 12
+    del ours["observed_data"]
+    assert list(ours.children) == ["posterior"]
+
+
+def test_a_variable_name_with_a_slash_is_refused_as_datatree_refuses_it():
+    groups = {"posterior": xarray.Dataset({"a/b": ("x", np.zeros(2))})}
+    with pytest.raises(ValueError, match="'/' character"):
+        _xarray_internals.datatree(xarray, groups, {})

@@ -1,4 +1,4 @@
-"""xarray's fast ways to assemble a Dataset, and the versions they were checked on.
+"""xarray's fast ways to assemble a Dataset and a DataTree, and the versions checked.
 
 The results of :func:`kiln_samplers._results.to_datatree` are NumPy arrays of numbers
 (and string or number coordinates), laid out by kiln itself. xarray's documented
@@ -11,11 +11,15 @@ model, and 0.2 s more at its exit (issue #26).
 :func:`dataset` assembles the same Dataset from its parts instead:
 ``Variable(dims, array, fastpath=True)`` (an undocumented keyword: the array as it is,
 which is what the documented path returns for these dtypes), a ``PandasIndex`` per
-coordinate (public) and ``Dataset._construct_direct`` (private). Both were read on
-xarray 2026.9 and are taken for the versions :data:`SUPPORTED` names (``pyproject.toml``
-bounds xarray the same way; constraints.txt pins one of them). With another version,
-or arrays it does not take (dates, objects), it uses the documented constructor; the
-version with one :class:`XarrayVersionWarning`.
+coordinate (public) and ``Dataset._construct_direct`` (private). :func:`datatree`
+hangs those Datasets under an empty root without the copy and alignment check each
+child gets from ``DataTree.children`` (about half of the DataTree's cost on M1: a root
+without coordinates cannot be misaligned with anything), setting the node's slots
+(``DataTree._set_node_data``, ``_name``, ``_parent``, ``_children``; private). All of
+them were read on xarray 2026.9 and are taken for the versions :data:`SUPPORTED`
+names (``pyproject.toml`` bounds xarray the same way; constraints.txt pins one of
+them). With another version, or arrays it does not take (dates, objects), it uses
+the documented constructors; the version with one :class:`XarrayVersionWarning`.
 """
 
 from __future__ import annotations
@@ -91,6 +95,27 @@ def dataset(
     for name, (dims, array) in data_vars.items():
         variables[name] = xarray.Variable(dims, array, fastpath=True)
     return xarray.Dataset._construct_direct(variables, set(coords), sizes, None, indexes)
+
+
+def datatree(xarray: ModuleType, groups: Mapping[str, Any], attrs: Mapping[str, Any]) -> Any:
+    """Return a DataTree: a root holding ``attrs``, one child per Dataset of ``groups``.
+
+    The tree of ``root = DataTree(); root.children = {name: DataTree(ds), ...}``. Each
+    child takes its Dataset as it is (the caller gives them up): there is nothing to
+    copy, and nothing to align against a root without coordinates.
+    """
+    root = xarray.DataTree()
+    root.attrs.update(attrs)
+    if not _fast(xarray.__version__):
+        root.children = {name: xarray.DataTree(group) for name, group in groups.items()}
+        return root
+    node_type = xarray.DataTree
+    for name, group in groups.items():
+        node = node_type.__new__(node_type)
+        node._set_node_data(group)  # checks the variables' names, as DataTree(group) does
+        node._name, node._parent, node._children = name, root, {}
+        root._children[name] = node
+    return root
 
 
 def _sizes(
