@@ -122,10 +122,10 @@ def _z_scale(at: np.ndarray, ordered: np.ndarray) -> np.ndarray:
     the value ``scipy.stats.rankdata(method="average")`` then the quantile would give.
     """
     k, size = ordered.shape
-    scores = _normal_scores(size)
+    z = np.empty(k * size)
+    z[at] = _normal_scores(size)  # each row's scores, scattered by its order
     tie = ordered[:, 1:] == ordered[:, :-1]
     if tie.any():
-        sorted_z = np.tile(scores, (k, 1))
         row, pos = np.nonzero(tie)  # a tie between positions pos and pos + 1 of a row
         flat = row * size + pos  # ascending; no run crosses rows (pos < size - 1)
         starts = np.ones(flat.size, dtype=bool)
@@ -136,12 +136,8 @@ def _z_scale(at: np.ndarray, ordered: np.ndarray) -> np.ndarray:
         first, last = pos[starts][run], pos[ends][run] + 1
         rank = (first + last) / 2.0 + 1.0
         value = _ndtri((rank - 0.375) / (size + 0.25))
-        sorted_z[row, pos] = value
-        sorted_z[row, pos + 1] = value
-    else:
-        sorted_z = np.broadcast_to(scores, (k, size))
-    z = np.empty(k * size)
-    z[at.ravel()] = sorted_z.ravel()
+        z[at[row, pos]] = value
+        z[at[row, pos + 1]] = value
     return z.reshape(k, size)
 
 
@@ -153,17 +149,26 @@ def _folded_order(
     From the rows' own sort (``at``, ``ordered``): along ``ordered`` the folded values
     fall until the median and rise after it, so reversing the first part gives two
     sorted runs, which a stable sort (timsort) merges in one linear pass instead of a
-    new sort.
+    new sort. Where every row has as many values below its median as above (no tie
+    at the median), the runs are two slices; otherwise each row's split is gathered.
     """
     k, size = ordered.shape
     rows = (np.arange(k) * size)[:, None]
-    folded = np.abs(ordered - median[:, None]).ravel()
-    below = (ordered < median[:, None]).sum(axis=1)[:, None]
-    j = np.arange(size)
-    runs_at = np.where(j < below, below - 1 - j, j) + rows
-    runs = folded[runs_at]
-    merge_at = np.argsort(runs, axis=1, kind="stable") + rows
-    return at.ravel()[runs_at.ravel()[merge_at]], runs.ravel()[merge_at]
+    below = (ordered < median[:, None]).sum(axis=1)
+    half = size // 2
+    if size % 2 == 0 and (below == half).all():
+        runs = np.empty_like(ordered)
+        np.subtract(median[:, None], ordered[:, half - 1 :: -1], out=runs[:, :half])
+        np.subtract(ordered[:, half:], median[:, None], out=runs[:, half:])
+        runs_at = np.concatenate((at[:, half - 1 :: -1], at[:, half:]), axis=1)
+    else:
+        j = np.arange(size)
+        flat_at = np.where(j < below[:, None], below[:, None] - 1 - j, j) + rows
+        runs = np.abs(ordered - median[:, None]).ravel()[flat_at]
+        runs_at = at.ravel()[flat_at]
+    merge_at = np.argsort(runs, axis=1, kind="stable")
+    merge_at += rows
+    return runs_at.ravel()[merge_at], runs.ravel()[merge_at]
 
 
 def _chain_moments(ary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -191,11 +196,13 @@ def _ess(ary: np.ndarray, mean: np.ndarray, constant: np.ndarray) -> np.ndarray:
 
     ``mean`` holds the chains' means (:func:`_chain_moments`) and ``constant`` marks the
     rows whose values are all equal (their ESS is the number of draws, as ArviZ's).
+    ``ary`` is centred in place (fresh memory is much of what this costs).
     """
     k, chains, draws = ary.shape
     total = chains * draws
     n_fft = next_fast_len(2 * draws)
-    spectrum = np.fft.rfft(ary - mean[:, :, None], n=n_fft, axis=2)
+    ary -= mean[:, :, None]
+    spectrum = np.fft.rfft(ary, n=n_fft, axis=2)
     # The chains' mean autocovariance: one inverse transform of their mean power.
     re, im = spectrum.real, spectrum.imag
     power = (np.einsum("kcf,kcf->kf", re, re) + np.einsum("kcf,kcf->kf", im, im)) / chains
@@ -238,12 +245,13 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     flat = split.reshape(split.shape[0], -1)
     size = flat.shape[1]
     # the one sort (of every row's pooled draws), as positions in the rows end to end
-    at = np.argsort(flat, axis=1) + (np.arange(flat.shape[0]) * size)[:, None]
+    at = np.argsort(flat, axis=1)
+    at += (np.arange(flat.shape[0]) * size)[:, None]
     ordered = flat.ravel()[at]
     z = _z_scale(at, ordered).reshape(split.shape)
     mean, var = _chain_moments(z)
     constant = ordered[:, 0] == ordered[:, -1]  # all ties: the normal scores are too
-    ess = np.where(invalid, np.nan, _ess(z, mean, constant))
+    ess = np.where(invalid, np.nan, _ess(z, mean, constant))  # (centres z)
     if chains < 2:
         return np.full(shape, np.nan), ess.reshape(shape)
     half = split.shape[2]
