@@ -23,12 +23,13 @@ def infer_shape(outputs: Variable | Iterable[Variable], stop_at: Iterable[Variab
     memo: dict[Variable, tuple[Variable, ...] | None] = {}
 
     def shape_of(v: Variable) -> tuple[Variable, ...] | None:
-        if v in memo:
-            return memo[v]
-        if not isinstance(v.type, TensorType):
-            return None
-        return _alloc.shape_tuple(v)
+        if v not in memo:
+            memo[v] = _alloc.shape_tuple(v) if isinstance(v.type, TensorType) else None
+        return memo[v]
 
+    if all(_static(o) for o in outs):  # constants: no need to walk the graph above
+        result = [shape_of(o) for o in outs]
+        return result[0] if single else result
     for node in toposort(outs, stop_at=stop_at):
         in_shapes = [shape_of(v) for v in node.inputs]
         try:
@@ -42,3 +43,8 @@ def infer_shape(outputs: Variable | Iterable[Variable], stop_at: Iterable[Variab
             memo[o] = tuple(s) if s is not None else None
     result = [shape_of(o) for o in outs]
     return result[0] if single else result
+
+
+def _static(v: Variable) -> bool:
+    """Whether ``v`` is a tensor whose every dimension's length its type knows."""
+    return isinstance(v.type, TensorType) and None not in v.type.shape

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kiln_graph import Constant, KilnValueError, Program, Variable, ancestors
+from kiln_graph import Constant, KilnValueError, Program, Variable
 from kiln_model._errors import ModelError
 from kiln_random import constraint_names, evaluate_constraint, show_value
 
@@ -46,19 +46,36 @@ def constant_value(x: Any) -> np.ndarray | None:
         return arr if arr.dtype.kind in "biuf" else None
     if isinstance(x, Constant):
         return np.asarray(x.data)
-    owners = set()
-    for v in ancestors([x]):
-        if v.owner is None and not isinstance(v, Constant):
-            return None  # depends on a random variable, Data, an input
-        owners.add(v.owner)
-        if len(owners) > _MAX_NODES:
-            return None
+    if not _small_constant_graph(x):
+        return None
     try:
         with np.errstate(all="ignore"):
             (value,) = Program([], [x])([])
     except Exception:  # noqa: BLE001 (left to the compiled function to report)
         return None
     return np.asarray(value)
+
+
+def _small_constant_graph(x: Variable) -> bool:
+    """Whether ``x`` has at most ``_MAX_NODES`` nodes above it, all rooted in constants.
+
+    Walks up from ``x`` and stops at the first root that is not a constant (a random
+    variable, Data, an input) or past ``_MAX_NODES`` nodes: a parameter that depends
+    on a long chain of variables costs a few steps, not the whole chain.
+    """
+    nodes: set[Any] = set()
+    stack = [x]
+    while stack:
+        v = stack.pop()
+        if v.owner is None:
+            if not isinstance(v, Constant):
+                return False
+        elif v.owner not in nodes:
+            nodes.add(v.owner)
+            if len(nodes) > _MAX_NODES:
+                return False
+            stack.extend(v.owner.inputs)
+    return True
 
 
 def _op_params(rv: Variable) -> dict[str, Any]:
