@@ -317,6 +317,20 @@ FIRES = [
     Case(
         "constant[1:]", _build(lambda x: x + kt.constant(np.arange(4.0))[1:], X), _lacks(Subtensor)
     ),
+    Case(  # a gradient's switch of ones and zeros: one value broadcast, not two arrays
+        "switch(c, alloc(1, n), alloc(0, n))",
+        _build(
+            lambda c, n: kt.switch(c, kt.alloc(1.0, n), kt.alloc(0.0, n)),
+            kt.scalar("c", dtype="bool"),
+            N,
+        ),
+        lambda new, ins: _kinds(new).count(Alloc) == 1 and isinstance(new.owner.op, Alloc),
+    ),
+    Case(
+        "exp(alloc(s, n, m)) * t",
+        _build(lambda s, n, t: kt.exp(kt.alloc(s, n, 2)) * t, S, N, _x((1, 1), name="t")),
+        lambda new, ins: isinstance(new.owner.op, Alloc) and _kinds(new).count(Alloc) == 1,
+    ),
     # reductions
     Case(
         "sum(alloc(s, n))",

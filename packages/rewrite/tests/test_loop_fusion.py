@@ -10,6 +10,7 @@ import numpy as np
 
 import kiln_graph.tensor as kt
 from kiln_graph import toposort
+from kiln_graph.ops import Alloc
 from kiln_graph.testing import evaluate
 from kiln_rewrite import FAST_RUN_QUERY, rewrite
 from kiln_rewrite.loop_fusion import (
@@ -90,3 +91,40 @@ def test_a_small_dot_product_becomes_a_sum_of_products() -> None:
     xv, yv = np.linspace(0, 1, 5), np.linspace(-1, 3, 5)
     got = evaluate(summed, {x: xv, y: yv})
     np.testing.assert_allclose(got, xv @ yv, rtol=1e-15)
+
+
+def test_a_guarded_likelihoods_gradient_reads_no_array_of_ones_or_zeros() -> None:
+    """The model layer's ``switch(sigma > 0, logp, -inf)``: its gradient's weights.
+
+    ``grad`` gives ``switch(cond, ones_like(terms), zeros_like(terms))``: before the
+    rewrite that lifts it through its Allocs, the observation loop read two arrays of
+    ``n_obs`` ones and zeros (folded to constants up to 10^4 rows, allocated at every
+    call above that).
+    """
+    n_obs = 40
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, 5, n_obs)
+    x, y = rng.random(n_obs), rng.normal(size=n_obs)
+    mu, log_s = kt.scalar("mu"), kt.scalar("log_s")
+    z = kt.tensor("z", shape=(5,))
+    s = kt.exp(log_s)
+    terms = -0.5 * ((kt.as_tensor(y) - (mu + z)[idx] * kt.as_tensor(x)) / s) ** 2 - log_s
+    logp = kt.sum(kt.switch(s > 0, terms, -np.inf))
+    inputs = [mu, log_s, z]
+    outputs = rewrite(inputs, [logp, *kt.grad(logp, inputs)], FUSED_PHASES)
+    fused = fuse_loops(inputs, outputs)
+    (loop,) = [n for n in toposort(fused) if isinstance(n.op, FusedLoop) and n.op.length == n_obs]
+    uniform = [
+        i
+        for i in loop.inputs
+        if np.size(getattr(i, "data", ())) == n_obs and np.unique(i.data).size == 1
+    ]
+    allocated = [  # (the scatter-add's target, zeros of the 5 groups, is one)
+        i
+        for i in loop.inputs
+        if i.owner is not None and isinstance(i.owner.op, Alloc) and i.type.shape == (n_obs,)
+    ]
+    assert not uniform and not allocated
+    assert_same_values(
+        inputs, outputs, fused, [np.float64(0.3), np.float64(-0.1), rng.normal(size=5)]
+    )

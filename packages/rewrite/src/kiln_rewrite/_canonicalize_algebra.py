@@ -472,7 +472,8 @@ def local_div_cancel(node: Apply) -> Variable | None:
 @register_local(
     "canonicalize",
     *_CHEAP,
-    identity="f(alloc(v, *dims), y) -> f(v, y) when y already gives the output its shape",
+    identity="f(alloc(v, *dims), y) -> f(v, y) when y already gives the output its shape; "
+    "f(alloc(v, *dims), alloc(w, *dims), s) -> alloc(f(v, w, s), *dims)",
     tracks=[Elemwise],
 )
 def local_elemwise_alloc(node: Apply) -> Variable | None:
@@ -493,7 +494,38 @@ def local_elemwise_alloc(node: Apply) -> Variable | None:
         if node.op.make_node(*trial).outputs[0].type == out.type:
             inputs = trial
             changed = True
-    return node.op(*inputs) if changed else None  # type: ignore[operator]
+    if changed:
+        return node.op(*inputs)  # type: ignore[operator,no-any-return]
+    return _lift_through_alloc(node, out)
+
+
+def _lift_through_alloc(node: Apply, out: Variable) -> Variable | None:
+    """Return ``alloc(f(v1, v2, ..., y), *dims)`` for ``f(alloc(v1, *dims), ...)``.
+
+    When every input that gives the output a dimension is an Alloc to the same
+    ``dims`` (the others are scalars or broadcast along every dimension), ``f`` runs
+    once on the Alloc's values and one Alloc broadcasts its result: a gradient's
+    ``switch(c, ones_like(x), zeros_like(x))`` is one value, not two arrays read
+    element by element (a fused loop then takes it as a scalar).
+    """
+    if len(node.outputs) != 1:
+        return None
+    dims = None
+    values = []
+    for i in node.inputs:
+        if i.owner is not None and isinstance(i.owner.op, Alloc) and i.ndim == out.ndim:  # type: ignore[attr-defined]
+            if dims is None:
+                dims = i.owner.inputs[1:]
+            elif list(i.owner.inputs[1:]) != list(dims):
+                return None
+            values.append(i.owner.inputs[0])
+        elif all(getattr(i.type, "broadcastable", (False,))):
+            values.append(i)
+        else:
+            return None
+    if dims is None:
+        return None
+    return fit_to(kt.alloc(node.op(*values), *dims), out)  # type: ignore[operator]
 
 
 # --- exp / log ----------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def constant_folding(node: Apply) -> list[Variable] | None:
     """Evaluate a node whose inputs are all constants with its ``perform``."""
     if not node.inputs or not all(isinstance(i, Constant) for i in node.inputs):
         return None
-    if not all(hasattr(o.type, "dtype") for o in node.outputs):
+    if not all(hasattr(o.type, "dtype") for o in node.outputs) or _broadcasts_a_scalar(node):
         return None
     results = _perform(node, [i.data for i in node.inputs])  # type: ignore[attr-defined]
     if _only_copies_a_large_value(node, results):
@@ -54,8 +54,19 @@ def _perform(node: Apply, values: list) -> list:
 
 
 def _only_copies_a_large_value(node: Apply, results: list) -> bool:
+    if _broadcasts_a_scalar(node):
+        return True
     copies_or_expands = isinstance(node.op, _EXPANDING) or bool(node.op.view_map)
     return copies_or_expands and any(np.size(r) > _MAX_EXPANDED_SIZE for r in results)
+
+
+def _broadcasts_a_scalar(node: Apply) -> bool:
+    """Whether ``node`` is an Alloc of one value (``ones(n)``, a gradient's ``zeros_like``).
+
+    Left unfolded: an elementwise op reads the value itself (``local_elemwise_alloc``),
+    where a folded array of ``n`` equal numbers would be read element by element.
+    """
+    return isinstance(node.op, Alloc) and np.size(getattr(node.inputs[0], "data", None)) == 1
 
 
 def _constant(value: object, like: Variable) -> Variable:
