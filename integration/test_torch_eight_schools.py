@@ -6,6 +6,8 @@ that session's virtualenv); skipped where torch is not installed.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from arviz_stats import ess
@@ -31,10 +33,15 @@ def _eight_schools() -> kl.Model:
 def test_eight_schools_posterior_on_torch_matches_numba():
     runs = {}
     for backend in ("torch", "numba"):
-        with _eight_schools():
-            runs[backend] = kl.sample(
+        # A divergence or two of 2,000 draws happens at some seeds (the funnel near
+        # tau = 0); the test is the posterior, with divergences bounded, not zero.
+        with _eight_schools(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", kl.SamplingWarning)
+            idata = kl.sample(
                 draws=1000, tune=1000, chains=2, random_seed=8, backend=backend, progressbar=False
-            ).posterior
+            )
+        assert int(idata.sample_stats["diverging"].sum()) <= 5, backend
+        runs[backend] = idata.posterior
     for name in ("mu", "tau", "theta"):
         a, b = runs["torch"][name].values, runs["numba"][name].values
         a = a.reshape(2, 1000, -1)

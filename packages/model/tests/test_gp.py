@@ -554,7 +554,9 @@ def test_a_marginal_kron_gp_samples_as_the_dense_one() -> None:
         ref = kl.sample(
             draws=500, tune=500, chains=2, random_seed=3, progressbar=False, backend="numba"
         )
-    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    # A few divergences of 1,000 draws happen at some seeds (2 at this one once NUTS
+    # checked U-turns across subtrees), on the dense model as well; many would not.
+    assert int(idata["sample_stats"]["diverging"].sum()) <= 5
     for name in ("ls1", "ls2", "eta", "sigma"):
         a, b = idata["posterior"][name].values.ravel(), ref["posterior"][name].values.ravel()
         # two independent runs of ~1,000 draws: their means within 5 joint standard errors

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
 import sys
 import tempfile
@@ -17,6 +19,7 @@ from kiln_compile import CacheWarning, DiskCache
 from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
+from kiln_samplers._native import NativeLogp
 from kiln_samplers._nuts import ADAPTATIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,6 +47,22 @@ class Gaussian:
 
     def initial_point(self, seed=None):
         return np.random.default_rng(seed).uniform(-1, 1, self.ndim)
+
+
+@cfunc(LOGP_C)
+def _cauchy_c(n, x_, grad_, logp_, user_data):
+    # Independent standard Cauchy coordinates: heavy tails and a curvature that changes
+    # sign, where every U-turn check of a trajectory (across subtrees too) ends some.
+    x, grad = carray(x_, (n,)), carray(grad_, (n,))
+    total = 0.0
+    for i in range(n):
+        grad[i] = -2.0 * x[i] / (1.0 + x[i] * x[i])
+        total += math.log1p(x[i] * x[i])
+    logp_[0] = -total
+    return 0
+
+
+_cauchy_native = NativeLogp(Native(_cauchy_c))
 
 
 def _check_posterior(trace, tol_sd=0.1):
@@ -325,20 +344,24 @@ _needs_cc = pytest.mark.skipif(_c_nuts._compiler() is None, reason="no C compile
 
 
 def _chunk(
-    sample_chunk, seed, adapt_step_size, collect_variance, update_metric, n_draws=200, max_depth=10
-):
-    """Run ``sample_chunk`` on the 4-d Gaussian from one state; return everything it wrote."""
+    sample_chunk, seed, adapt_step_size, collect_variance, update_metric, n_draws=200,
+    max_depth=10, model=_gaussian_native, inv_mass=(1.0, 0.01, 9.0, 400.0),
+):  # fmt: skip
+    """Run ``sample_chunk`` on a 4-d model from one state; return everything it wrote.
+
+    Without ``adapt_step_size`` the step size is 1 (``exp(adapt[LOG_EPS_BAR])``).
+    """
     user_data = 0
     rng = np.random.default_rng(seed)
     q = np.array([0.1, 0.2, 0.3, 0.4])
     grad = np.empty(4)
-    logp = _gaussian_native(q, grad, user_data)
+    logp = model(q, grad, user_data)
     adapt = np.array([np.log(0.3), 0.0, 0.0, 0.0, np.log(3.0)])
     welford = np.zeros((core.WELFORD_ROWS, 4))
-    inv_mass = np.array([1.0, 0.01, 9.0, 400.0])
+    inv_mass = np.array(inv_mass)
     draws, stats = np.empty((n_draws, 4)), np.empty((n_draws, core.N_STATS))
     logp = sample_chunk(
-        _gaussian_native, user_data, rng, q, grad, logp, inv_mass, adapt, welford, n_draws,
+        model, user_data, rng, q, grad, logp, inv_mass, adapt, welford, n_draws,
         draws, stats, 0.8, max_depth, 1000.0, adapt_step_size, collect_variance, update_metric,
     )  # fmt: skip
     return [logp, q, grad, inv_mass, adapt, welford, draws, stats, rng.random()]
@@ -358,6 +381,42 @@ def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(flags):
         got = _chunk(c_chunk, seed, *flags)
         for a, b in zip(expected, got, strict=True):
             np.testing.assert_array_equal(a, b)  # the generator too: the same numbers drawn
+
+
+@_needs_cc
+def test_the_c_kernel_agrees_to_the_bit_where_every_u_turn_check_ends_trajectories(
+    monkeypatch,
+):
+    # The U-turn checks of nuts_step: each balanced sub-subtree's own ends, its first
+    # half extended by the second half's first leaf, the second half extended by the
+    # first half's last leaf; at the top, the same two across the merge and the whole.
+    # On these chunks every one of them ends some trajectory, and C agrees to the bit.
+    sites = [
+        number
+        for number, line in enumerate(inspect.getsourcelines(core.nuts_step)[0])
+        if "is_turning(" in line
+    ]
+    first = inspect.getsourcelines(core.nuts_step)[1]
+    assert len(sites) == 6
+    fired = set()
+    is_turning = core.is_turning
+
+    def recording(*args):
+        turning = is_turning(*args)
+        if turning:
+            fired.add(sys._getframe(1).f_lineno - first)
+        return turning
+
+    monkeypatch.setattr(core, "is_turning", recording)
+    c_chunk = _c_nuts.sample_chunk_for(_cauchy_native)
+    assert c_chunk is not None, _c_nuts._state.error
+    kwargs = dict(n_draws=300, model=_cauchy_native, inv_mass=(1.0, 1.0, 1.0, 1.0))
+    for seed in (0, 1):
+        expected = _chunk(core.sample_chunk, seed, False, False, False, **kwargs)
+        got = _chunk(c_chunk, seed, False, False, False, **kwargs)
+        for a, b in zip(expected, got, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert fired == set(sites)
 
 
 @_needs_cc

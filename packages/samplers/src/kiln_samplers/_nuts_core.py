@@ -15,7 +15,14 @@ The tree is built as in NumPyro's iterative NUTS: a subtree of 2**depth leapfrog
 steps is grown one leaf at a time from the end of the trajectory in a random
 direction, keeping momentum checkpoints so that the U-turn criterion (Betancourt's
 generalized one, on the sum of momenta) is checked on every balanced sub-subtree as
-it completes. Leaves are sampled in proportion to exp(-energy) (multinomial, biased
+it completes. As in Stan (since 2.26) and nuts-rs (nutpie's sampler), the merge of
+two halves is also checked across its boundary: each half extended by the other half's
+leaf next to the boundary (one more checkpoint per level keeps the momentum of the leaf
+before each second half). Inside a subtree such a U-turn rejects the whole subtree, so
+the first half extended by the second's first leaf is checked as soon as that leaf
+exists (the leaves that would follow cannot change the outcome and are not computed);
+at the top, where the old trajectory and the new subtree merge, a U-turn only ends the
+doubling. Leaves are sampled in proportion to exp(-energy) (multinomial, biased
 progressive sampling at the top level); a leaf whose energy error passes
 ``max_energy_error`` is a divergence and ends the trajectory; so is a point where the
 log-density raises (a Cholesky factor of a matrix that is not positive definite...),
@@ -142,8 +149,10 @@ def nuts_step(  # type: ignore[no-untyped-def]
     sub_q, sub_g = np.empty(n), np.empty(n)
     sub_p_sum = np.empty(n)
     part = np.empty(n)
+    p_near = np.empty(n)  # the old trajectory's end that the subtree grows from
     p_ckpts = np.empty((max_depth + 1, n))
     p_sum_ckpts = np.empty((max_depth + 1, n))
+    p_prev_ckpts = np.empty((max_depth + 1, n))  # the leaves before the checkpoints
 
     depth = 0
     n_steps = 0
@@ -161,6 +170,8 @@ def nuts_step(  # type: ignore[no-untyped-def]
         else:
             q_cur, p_cur, g_cur = q_left.copy(), p_left.copy(), g_left.copy()
             idx_cur, idx_step = idx_left, -1
+        for i in range(n):
+            p_near[i] = p_cur[i]
         n_leaves = 1 << depth
         sub_log_w = -np.inf
         sub_logp = 0.0
@@ -169,6 +180,10 @@ def nuts_step(  # type: ignore[no-untyped-def]
         for i in range(n):
             sub_p_sum[i] = 0.0
         for leaf in range(n_leaves):
+            idx_min, idx_max = _ckpt_indices(leaf)
+            if leaf % 2 == 0 and leaf > 0:
+                for i in range(n):
+                    p_prev_ckpts[idx_max, i] = p_cur[i]  # the last leaf of a first half
             leaf_logp = leapfrog(
                 fn, user_data, q_cur, p_cur, g_cur, step, inv_mass, q_new, p_new, g_new
             )
@@ -199,11 +214,20 @@ def nuts_step(  # type: ignore[no-untyped-def]
             for i in range(n):
                 sub_p_sum[i] += p_cur[i]
             # U-turn checks of every balanced sub-subtree ending at this leaf.
-            idx_min, idx_max = _ckpt_indices(leaf)
             if leaf % 2 == 0:
                 for i in range(n):
                     p_ckpts[idx_max, i] = p_cur[i]
                     p_sum_ckpts[idx_max, i] = sub_p_sum[i]
+                if leaf > 0:
+                    # This leaf starts the second half of a sub-subtree whose first half
+                    # (from checkpoint idx_max - 1) is complete: check the first half
+                    # extended by this leaf now (the subtree is rejected if it turns).
+                    k = idx_max - 1
+                    for i in range(n):
+                        part[i] = sub_p_sum[i] - p_sum_ckpts[k, i] + p_ckpts[k, i]
+                    if is_turning(p_ckpts[k], p_cur, part, inv_mass):
+                        sub_turning = True
+                        break
             else:
                 for k in range(idx_max, idx_min - 1, -1):
                     for i in range(n):
@@ -211,6 +235,16 @@ def nuts_step(  # type: ignore[no-untyped-def]
                     if is_turning(p_ckpts[k], p_cur, part, inv_mass):  # symmetric in the ends
                         sub_turning = True
                         break
+                    if k < idx_max:
+                        # The second half (from checkpoint k + 1) extended by the last
+                        # leaf of the first half.
+                        for i in range(n):
+                            part[i] = (
+                                sub_p_sum[i] - p_sum_ckpts[k + 1, i] + p_ckpts[k + 1, i]
+                            ) + p_prev_ckpts[k + 1, i]
+                        if is_turning(p_prev_ckpts[k + 1], p_cur, part, inv_mass):
+                            sub_turning = True
+                            break
                 if sub_turning:
                     break
         depth += 1
@@ -228,9 +262,22 @@ def nuts_step(  # type: ignore[no-untyped-def]
             chosen_error = sub_error
             idx_prop = sub_idx
         log_w = log_add_exp(log_w, sub_log_w)
+        # U-turn checks across the merge: the old trajectory extended by the subtree's
+        # first leaf, and the subtree extended by the old trajectory's end next to it
+        # (the full trajectory's check covers them when both are single leaves).
+        turning = False
+        if n_leaves > 1:
+            p_far = p_left if forward else p_right  # the old trajectory's other end
+            for i in range(n):
+                part[i] = p_sum[i] + p_ckpts[0, i]
+            turning = is_turning(p_far, p_ckpts[0], part, inv_mass)
+            if not turning:
+                for i in range(n):
+                    part[i] = sub_p_sum[i] + p_near[i]
+                turning = is_turning(p_near, p_cur, part, inv_mass)
         for i in range(n):
             p_sum[i] += sub_p_sum[i]
-        if is_turning(p_left, p_right, p_sum, inv_mass):
+        if turning or is_turning(p_left, p_right, p_sum, inv_mass):
             break
     for i in range(n):
         q[i] = q_prop[i]

@@ -101,9 +101,12 @@ static void ckpt_indices(int64_t n, int64_t *idx_min, int64_t *idx_max) {
     *idx_max = hi;
 }
 
-/* Work arrays of one transition: 18 vectors of n, then two (max_depth + 1, n) tables. */
+/* Work arrays of one transition: N_WORK vectors of n, then three (max_depth + 1, n)
+ * tables (the checkpoints' momenta, momentum sums and previous leaves' momenta). */
 enum { P0, Q_LEFT, P_LEFT, G_LEFT, Q_RIGHT, P_RIGHT, G_RIGHT, P_SUM, Q_PROP, G_PROP,
-       Q_CUR, P_CUR, G_CUR, Q_NEW, P_NEW, G_NEW, SUB_Q, SUB_G, SUB_P_SUM, PART, N_WORK };
+       Q_CUR, P_CUR, G_CUR, Q_NEW, P_NEW, G_NEW, SUB_Q, SUB_G, SUB_P_SUM, PART, P_NEAR,
+       N_WORK };
+enum { N_TABLES = 3 };
 
 #define COPY(dst, src) memcpy((dst), (src), (size_t)n * sizeof(double))
 
@@ -116,12 +119,14 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
     for (int k = 0; k < N_WORK; k++) w[k] = work + (size_t)k * (size_t)n;
     double *p_ckpts = work + (size_t)N_WORK * (size_t)n;
     double *p_sum_ckpts = p_ckpts + (size_t)(max_depth + 1) * (size_t)n;
+    double *p_prev_ckpts = p_sum_ckpts + (size_t)(max_depth + 1) * (size_t)n;
     double *p0 = w[P0], *q_left = w[Q_LEFT], *p_left = w[P_LEFT], *g_left = w[G_LEFT];
     double *q_right = w[Q_RIGHT], *p_right = w[P_RIGHT], *g_right = w[G_RIGHT];
     double *p_sum = w[P_SUM], *q_prop = w[Q_PROP], *g_prop = w[G_PROP];
     double *q_cur = w[Q_CUR], *p_cur = w[P_CUR], *g_cur = w[G_CUR];
     double *q_new = w[Q_NEW], *p_new = w[P_NEW], *g_new = w[G_NEW];
     double *sub_q = w[SUB_Q], *sub_g = w[SUB_G], *sub_p_sum = w[SUB_P_SUM], *part = w[PART];
+    double *p_near = w[P_NEAR];
 
     for (int64_t i = 0; i < n; i++) p0[i] = random_standard_normal(rng) / sqrt(inv_mass[i]);
     double energy0 = -logp + kinetic(p0, inv_mass, n);
@@ -142,11 +147,15 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
         int64_t idx_cur = forward ? idx_right : idx_left, idx_step = forward ? 1 : -1;
         if (forward) { COPY(q_cur, q_right); COPY(p_cur, p_right); COPY(g_cur, g_right); }
         else { COPY(q_cur, q_left); COPY(p_cur, p_left); COPY(g_cur, g_left); }
+        COPY(p_near, p_cur);
         int64_t n_leaves = (int64_t)1 << depth;
         double sub_log_w = -INFINITY, sub_logp = 0.0, sub_error = 0.0;
         int sub_turning = 0;
         for (int64_t i = 0; i < n; i++) sub_p_sum[i] = 0.0;
         for (int64_t leaf = 0; leaf < n_leaves; leaf++) {
+            int64_t idx_min, idx_max;
+            ckpt_indices(leaf, &idx_min, &idx_max);
+            if (leaf % 2 == 0 && leaf > 0) COPY(p_prev_ckpts + idx_max * n, p_cur);
             double leaf_logp = leapfrog(m, q_cur, p_cur, g_cur, step, inv_mass, q_new, p_new, g_new);
             n_steps++;
             idx_cur += idx_step;
@@ -167,11 +176,19 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
             }
             sub_log_w = new_sub_log_w;
             for (int64_t i = 0; i < n; i++) sub_p_sum[i] += p_cur[i];
-            int64_t idx_min, idx_max;
-            ckpt_indices(leaf, &idx_min, &idx_max);
             if (leaf % 2 == 0) {
                 COPY(p_ckpts + idx_max * n, p_cur);
                 COPY(p_sum_ckpts + idx_max * n, sub_p_sum);
+                if (leaf > 0) {
+                    /* The first half (from checkpoint idx_max - 1) extended by this leaf. */
+                    int64_t k = idx_max - 1;
+                    for (int64_t i = 0; i < n; i++)
+                        part[i] = sub_p_sum[i] - p_sum_ckpts[k * n + i] + p_ckpts[k * n + i];
+                    if (is_turning(p_ckpts + k * n, p_cur, part, inv_mass, n)) {
+                        sub_turning = 1;
+                        break;
+                    }
+                }
             } else {
                 for (int64_t k = idx_max; k > idx_min - 1; k--) {
                     for (int64_t i = 0; i < n; i++)
@@ -179,6 +196,18 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
                     if (is_turning(p_ckpts + k * n, p_cur, part, inv_mass, n)) {
                         sub_turning = 1;
                         break;
+                    }
+                    if (k < idx_max) {
+                        /* The second half (from checkpoint k + 1) extended by the last
+                         * leaf of the first half. */
+                        const double *p_prev = p_prev_ckpts + (k + 1) * n;
+                        for (int64_t i = 0; i < n; i++)
+                            part[i] = (sub_p_sum[i] - p_sum_ckpts[(k + 1) * n + i] +
+                                       p_ckpts[(k + 1) * n + i]) + p_prev[i];
+                        if (is_turning(p_prev, p_cur, part, inv_mass, n)) {
+                            sub_turning = 1;
+                            break;
+                        }
                     }
                 }
                 if (sub_turning) break;
@@ -200,8 +229,19 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
             idx_prop = sub_idx;
         }
         log_w = log_add_exp(log_w, sub_log_w);
+        /* U-turn checks across the merge (_nuts_core.nuts_step). */
+        int turning = 0;
+        if (n_leaves > 1) {
+            const double *p_far = forward ? p_left : p_right;
+            for (int64_t i = 0; i < n; i++) part[i] = p_sum[i] + p_ckpts[i];
+            turning = is_turning(p_far, p_ckpts, part, inv_mass, n);
+            if (!turning) {
+                for (int64_t i = 0; i < n; i++) part[i] = sub_p_sum[i] + p_near[i];
+                turning = is_turning(p_near, p_cur, part, inv_mass, n);
+            }
+        }
         for (int64_t i = 0; i < n; i++) p_sum[i] += sub_p_sum[i];
-        if (is_turning(p_left, p_right, p_sum, inv_mass, n)) break;
+        if (turning || is_turning(p_left, p_right, p_sum, inv_mass, n)) break;
     }
     COPY(q, q_prop);
     COPY(grad, g_prop);
@@ -270,7 +310,8 @@ double kiln_nuts_sample_chunk(
     double max_energy_error, int32_t adapt_step_size, int32_t collect_variance,
     int32_t update_metric, int32_t *status, int64_t *done) {
     model_t m = {fn, user_data, n, 0};
-    size_t size = ((size_t)N_WORK + 2 * (size_t)(max_depth + 1)) * (size_t)(n > 0 ? n : 1);
+    size_t size =
+        ((size_t)N_WORK + N_TABLES * (size_t)(max_depth + 1)) * (size_t)(n > 0 ? n : 1);
     double *work = malloc(size * sizeof(double));
     *done = 0;
     if (work == NULL) { *status = 1; return logp; }
