@@ -66,7 +66,8 @@ def _broadcasts_a_scalar(node: Apply) -> bool:
     Left unfolded: an elementwise op reads the value itself (``local_elemwise_alloc``),
     where a folded array of ``n`` equal numbers would be read element by element.
     """
-    return isinstance(node.op, Alloc) and np.size(getattr(node.inputs[0], "data", None)) == 1
+    value = node.inputs[0]
+    return isinstance(node.op, Alloc) and isinstance(value, Constant) and np.size(value.data) == 1
 
 
 def _constant(value: object, like: Variable) -> Variable:
