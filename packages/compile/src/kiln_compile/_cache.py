@@ -162,15 +162,16 @@ class DiskCache:
         try:
             with open(path, "rb") as f:
                 problem = trust_problem(os.fstat(f.fileno()), folder=False)
-                blob = None if problem else f.read()
+                # The header and the payload read apart: no copy of a large payload.
+                parts = None if problem else (f.read(_HEADER.size), f.read())
         except OSError:
             self.stats.misses += 1
             return None
-        if blob is None:
+        if parts is None:
             _warn_untrusted(path, problem, self.root)
             self.stats.misses += 1
             return None
-        payload = _unpack(blob, key)
+        payload = _unpack(*parts, key)
         if payload is None:
             self.discard(key)
             self.stats.misses += 1
@@ -248,16 +249,15 @@ def _sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def _unpack(blob: bytes, key: str) -> bytes | None:
+def _unpack(header: bytes, payload: bytes, key: str) -> bytes | None:
     """Return the payload of an entry written for ``key``, or None if damaged or another's."""
-    if len(blob) < _HEADER.size:
+    if len(header) < _HEADER.size:
         return None
-    magic, version, length, digest, key_digest = _HEADER.unpack_from(blob)
-    if magic != _MAGIC or version != ENTRY_VERSION or len(blob) - _HEADER.size != length:
+    magic, version, length, digest, key_digest = _HEADER.unpack_from(header)
+    if magic != _MAGIC or version != ENTRY_VERSION or len(payload) != length:
         return None
     if key_digest != _sha256(key.encode()):
         return None
-    payload = blob[_HEADER.size :]
     if _sha256(payload) != digest:
         return None
     return payload

@@ -257,11 +257,15 @@ class _Reader:
         self.shared: dict[Any, Any] = {}
 
     def blob(self, start: Any, length: Any) -> bytes:
+        return bytes(self.view(start, length))
+
+    def view(self, start: Any, length: Any) -> memoryview:
+        """Return the stored bytes at ``start``, without a copy (an array copies them once)."""
         if not (isinstance(start, int) and isinstance(length, int)) or start < 0 or length < 0:
             raise CorruptDataError("a byte reference is not a pair of offsets")
         if start + length > len(self.blobs):
             raise CorruptDataError("a byte reference points past the end")
-        return bytes(self.blobs[start : start + length])
+        return self.blobs[start : start + length]
 
     def dtype(self, s: Any) -> np.dtype:
         if not isinstance(s, str) or not _DTYPE.match(s):
@@ -302,14 +306,27 @@ class _Reader:
             dtype, shape = self.dtype(rest[0]), rest[1]
             if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
                 raise CorruptDataError(f"not an array shape: {shape!r}")
-            data = self.blob(*rest[2:])
+            data = self.view(*rest[2:])
             return np.frombuffer(data, dtype=dtype).reshape(tuple(shape)).copy()
         if kind == "n":
             dtype = self.dtype(rest[0])
-            return np.frombuffer(self.blob(*rest[1:]), dtype=dtype)[0]
+            return np.frombuffer(self.view(*rest[1:]), dtype=dtype)[0]
         if self.graphs:
             return self.graph_object(kind, rest)
         raise CorruptDataError(f"unknown kind {kind!r} in stored data")
+
+    def constant(self, v: Any) -> Constant:
+        """Return the graph constant stored as ``v``, an array read from the stored bytes.
+
+        Without a copy of its own: the constant that holds these bytes is found (the
+        model's, when its graph was just built) or makes the one copy it keeps.
+        """
+        if v.__class__ is list and v and v[0] == "a" and len(v) == 5:
+            dtype, shape = self.dtype(v[1]), v[2]
+            if isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape):
+                view = np.frombuffer(self.view(*v[3:]), dtype=dtype).reshape(tuple(shape))
+                return Constant.create(view, immutable=True)
+        return Constant.create(self.value(v))
 
     @staticmethod
     def scalar(x: Any) -> Any:
@@ -344,7 +361,7 @@ class _Reader:
         for op in ops:
             if not isinstance(op, Op):
                 raise CorruptGraphError(f"{op!r} is not an Op")
-        const_vars = [Constant.create(self.value(a)) for a in table["consts"]]
+        const_vars = [self.constant(a) for a in table["consts"]]
         slots: list[Variable] = list(inputs)
 
         def var(r: int) -> Variable:

@@ -41,6 +41,16 @@ def _hash_bytes(*parts: bytes | memoryview) -> bytes:
     return h.digest()
 
 
+def _hashable_as_is(arr: np.ndarray, dtype: Any) -> bool:
+    """Whether ``arr``'s own buffer is what :meth:`Constant.create` would hash."""
+    return (
+        (dtype is None or np.dtype(dtype) == arr.dtype)
+        and arr.flags.c_contiguous
+        and arr.dtype.isnative
+        and not arr.dtype.hasobject
+    )
+
+
 def _byte_view(arr: np.ndarray) -> memoryview:
     """Return the bytes of the C-contiguous ``arr`` as a 1-d view (``tobytes()`` copies)."""
     if arr.dtype.hasobject:  # (references: no bytes to view; hashed as before)
@@ -336,8 +346,20 @@ class Constant(TensorVariable):
         self._digest = digest
 
     @classmethod
-    def create(cls, data: Any, dtype: Any = None) -> Constant:
-        """Return the interned constant holding ``data`` (converted to ``dtype``)."""
+    def create(cls, data: Any, dtype: Any = None, *, immutable: bool = False) -> Constant:
+        """Return the interned constant holding ``data`` (converted to ``dtype``).
+
+        ``immutable``: ``data`` is an array whose bytes cannot change (a view of stored
+        bytes, as a cache entry's): an equal constant that exists is found from its
+        bytes before they are copied, so a graph read back holds no second copy of its
+        data (a copy otherwise: a constant must not change with the caller's array).
+        """
+        if immutable and isinstance(data, np.ndarray) and _hashable_as_is(data, dtype):
+            ttype = TensorType(data.dtype, data.shape)
+            digest = _hash_bytes(b"const", encode(ttype.key()), _byte_view(data))
+            found = cls._table.get((ttype, digest))
+            if found is not None:
+                return found
         arr = np.array(data, dtype=dtype, copy=True, order="C")
         if not arr.dtype.isnative:  # equal values get equal bytes, hence one constant
             arr = arr.astype(arr.dtype.newbyteorder("="))
