@@ -533,3 +533,21 @@ def test_rewrite_cached_stores_then_loads_the_rewritten_graph() -> None:
     assert (stats.hits, stats.misses) == (hits + 1, misses + 1)
     assert format_graph(first) == format_graph(second)
     assert "softplus" in format_graph(second)
+
+
+def test_an_entry_given_in_parts_is_written_without_joining_them(tmp_path) -> None:
+    """A Stage-1 entry's data goes to disk part by part: no joined copy in memory."""
+    import tracemalloc
+
+    big = np.random.default_rng(0).normal(size=10**6)  # 8 MB
+    parts = [b"head", memoryview(big.view(np.uint8)), b"tail"]
+    cache = DiskCache("testns", root=tmp_path)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert cache.put("ab" * 32, parts)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert cache.get("ab" * 32) == b"head" + big.tobytes() + b"tail"
+    assert peak < big.nbytes / 4, peak

@@ -44,6 +44,7 @@ import struct
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,10 +161,11 @@ class DiskCache:
         if not self.usable():
             return None
         try:
-            with open(path, "rb") as f:
+            with open(path, "rb", buffering=0) as f:
                 problem = trust_problem(os.fstat(f.fileno()), folder=False)
-                # The header and the payload read apart: no copy of a large payload.
-                parts = None if problem else (f.read(_HEADER.size), f.read())
+                # The header and the payload read apart, unbuffered: the payload is read
+                # into one buffer of its size (a buffered read joins two copies of it).
+                parts = None if problem else (f.read(_HEADER.size), f.readall())
         except OSError:
             self.stats.misses += 1
             return None
@@ -179,9 +181,11 @@ class DiskCache:
         self.stats.hits += 1
         return payload
 
-    def put(self, key: str, payload: bytes) -> bool:
+    def put(self, key: str, payload: bytes | Sequence[bytes | memoryview]) -> bool:
         """Store ``payload`` under ``key`` atomically; return whether it was written.
 
+        ``payload`` is bytes, or a sequence of parts stored one after the other (a
+        serialized graph's parts: its data is written without being joined in memory).
         A failed write (read-only folder, no permission, disk full) turns the cache
         root off for this process, with one :class:`CacheWarning`.
         """
@@ -189,16 +193,20 @@ class DiskCache:
         folder = self.folder()
         if folder is None:
             return False
-        header = _HEADER.pack(
-            _MAGIC, ENTRY_VERSION, len(payload), _sha256(payload), _sha256(key.encode())
-        )
+        parts = [payload] if isinstance(payload, bytes | bytearray | memoryview) else payload
+        digest = hashlib.sha256()
+        for part in parts:
+            digest.update(part)
+        length = sum(memoryview(part).nbytes for part in parts)
+        header = _HEADER.pack(_MAGIC, ENTRY_VERSION, length, digest.digest(), _sha256(key.encode()))
         tmp: Path | None = None
         try:
             fd, name = new_temporary(folder)
             tmp = Path(name)
             with os.fdopen(fd, "wb") as f:
                 f.write(header)
-                f.write(payload)
+                for part in parts:
+                    f.write(part)
             os.replace(tmp, path)
             tmp = None
         except OSError as exc:

@@ -241,9 +241,10 @@ class _Writer:
             "outputs": [ref(o) for o in outputs],
         }
 
-    def finish(self, document: Any) -> bytes:
+    def finish(self, document: Any) -> list[bytes | memoryview]:
+        """Return the stored form's parts, in order (the constants' bytes as views)."""
         text = json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
-        return b"".join([_HEAD.pack(_MAGIC, FORMAT, len(text)), text, *self.blobs])
+        return [_HEAD.pack(_MAGIC, FORMAT, len(text)), text, *self.blobs]
 
 
 class _Reader:
@@ -404,7 +405,7 @@ def dumps_data(value: Any) -> bytes:
         If ``value`` holds anything else (an object, a function, an object array).
     """
     writer = _Writer(graphs=False)
-    return writer.finish(writer.value(value))
+    return b"".join(writer.finish(writer.value(value)))
 
 
 def loads_data(payload: bytes) -> Any:
@@ -432,6 +433,16 @@ def dumps_graph(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> byte
     GraphNotSerializableError
         If the graph depends on a root that is neither an input nor a constant, or
         holds an Op whose attributes are not data (a function, a local class...).
+    """
+    return b"".join(dumps_graph_parts(inputs, outputs))
+
+
+def dumps_graph_parts(
+    inputs: Sequence[Variable], outputs: Sequence[Variable]
+) -> list[bytes | memoryview]:
+    """Return :func:`dumps_graph`'s bytes as parts: the constants' bytes are views of them.
+
+    What a cache writes part by part, holding no joined copy of a model's data.
     """
     writer = _Writer(graphs=True)
     try:

@@ -29,7 +29,7 @@ from kiln_compile._serialize import (
     FORMAT,
     CorruptGraphError,
     GraphNotSerializableError,
-    dumps_graph,
+    dumps_graph_parts,
     loads_graph,
 )
 from kiln_graph import Variable
@@ -150,7 +150,7 @@ def rewrite_stage1(fgraph: FunctionGraph, query: Query, profile: Profile | None)
     outs = rewrite(fgraph.inputs, fgraph.outputs, query, stats)
     t3 = time.perf_counter()
     try:
-        blob = dumps_graph(fgraph.inputs, outs)
+        blob = dumps_graph_parts(fgraph.inputs, outs)
     except GraphNotSerializableError as exc:
         stored, note = False, f"not stored: {exc}"
     else:
