@@ -97,7 +97,7 @@ def test_censored_regression_recovers_the_mean() -> None:
     with km.Model():
         mu = km.Normal("mu", 0.0, 5.0)
         km.Censored("y", km.Normal.dist(mu, 1.0), lower=None, upper=1.5, observed=y)
-        idata = kiln.sample(draws=400, tune=400, chains=2, progressbar=False, random_seed=1)
+        idata = kiln.sample(draws=1000, tune=1000, chains=2, progressbar=False, random_seed=1)
     post = idata.posterior["mu"].values
     assert abs(post.mean() - 1.0) < 0.2  # the naive mean of the clipped data is about 0.8
     assert int(idata.sample_stats["diverging"].sum()) == 0
