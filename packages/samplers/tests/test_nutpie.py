@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import _thread
 import importlib.metadata
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,9 @@ from numba import carray, cfunc, types
 
 import kiln_samplers as ks
 from kiln_samplers import _nutpie as nutpie_adapter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from native_models import LOGP_C  # noqa: E402
 
 pytest.importorskip("nutpie")
 compiled_pyfunc = pytest.importorskip("nutpie.compiled_pyfunc")
@@ -50,13 +55,6 @@ class Gaussian:
         return np.random.default_rng(seed).uniform(-1, 1, self.ndim)
 
 
-LOGP_SIG = types.intc(
-    types.uintp,
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.CPointer(types.float64),
-    types.voidptr,
-)
 EXPAND_SIG = types.intc(
     types.uintp,
     types.uintp,
@@ -66,7 +64,7 @@ EXPAND_SIG = types.intc(
 )
 
 
-@cfunc(LOGP_SIG)
+@cfunc(LOGP_C)
 def _logp_c(n, x_, grad_, logp_, user_data_):  # pragma: no cover (compiled)
     if n != 4:
         return -1
