@@ -304,11 +304,7 @@ class _Reader:
         if kind == "dt":
             return self.dtype(rest[0])
         if kind == "a":
-            dtype, shape = self.dtype(rest[0]), rest[1]
-            if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-                raise CorruptDataError(f"not an array shape: {shape!r}")
-            data = self.view(*rest[2:])
-            return np.frombuffer(data, dtype=dtype).reshape(tuple(shape)).copy()
+            return self.array_view(rest).copy()
         if kind == "n":
             dtype = self.dtype(rest[0])
             return np.frombuffer(self.view(*rest[1:]), dtype=dtype)[0]
@@ -316,17 +312,21 @@ class _Reader:
             return self.graph_object(kind, rest)
         raise CorruptDataError(f"unknown kind {kind!r} in stored data")
 
+    def array_view(self, rest: list[Any]) -> np.ndarray:
+        """Return the stored array ``["a", *rest]`` as a read-only view of the stored bytes."""
+        dtype, shape = self.dtype(rest[0]), rest[1]
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise CorruptDataError(f"not an array shape: {shape!r}")
+        return np.frombuffer(self.view(*rest[2:]), dtype=dtype).reshape(tuple(shape))
+
     def constant(self, v: Any) -> Constant:
         """Return the graph constant stored as ``v``, an array read from the stored bytes.
 
         Without a copy of its own: the constant that holds these bytes is found (the
         model's, when its graph was just built) or makes the one copy it keeps.
         """
-        if v.__class__ is list and v and v[0] == "a" and len(v) == 5:
-            dtype, shape = self.dtype(v[1]), v[2]
-            if isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape):
-                view = np.frombuffer(self.view(*v[3:]), dtype=dtype).reshape(tuple(shape))
-                return Constant.create(view, immutable=True)
+        if v.__class__ is list and v and v[0] == "a":
+            return Constant.create(self.array_view(v[1:]), immutable=True)
         return Constant.create(self.value(v))
 
     @staticmethod

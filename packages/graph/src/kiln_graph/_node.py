@@ -51,6 +51,15 @@ def _hashable_as_is(arr: np.ndarray, dtype: Any) -> bool:
     )
 
 
+def _constant_digest(arr: np.ndarray) -> bytes:
+    """Return the digest a constant of ``arr`` is interned by (its type and bytes).
+
+    The array's own buffer (C-contiguous): a data set's bytes are not copied to hash.
+    """
+    ttype = TensorType(arr.dtype, arr.shape)
+    return _hash_bytes(b"const", encode(ttype.key()), _byte_view(arr))
+
+
 def _byte_view(arr: np.ndarray) -> memoryview:
     """Return the bytes of the C-contiguous ``arr`` as a 1-d view (``tobytes()`` copies)."""
     if arr.dtype.hasobject:  # (references: no bytes to view; hashed as before)
@@ -354,10 +363,11 @@ class Constant(TensorVariable):
         bytes before they are copied, so a graph read back holds no second copy of its
         data (a copy otherwise: a constant must not change with the caller's array).
         """
-        if immutable and isinstance(data, np.ndarray) and _hashable_as_is(data, dtype):
-            ttype = TensorType(data.dtype, data.shape)
-            digest = _hash_bytes(b"const", encode(ttype.key()), _byte_view(data))
-            found = cls._table.get((ttype, digest))
+        as_is = immutable and isinstance(data, np.ndarray) and _hashable_as_is(data, dtype)
+        # Hashed before the copy when ``data`` cannot change (its copy has its digest).
+        digest = _constant_digest(data) if as_is else None
+        if digest is not None:
+            found = cls._table.get((TensorType(data.dtype, data.shape), digest))
             if found is not None:
                 return found
         arr = np.array(data, dtype=dtype, copy=True, order="C")
@@ -365,8 +375,7 @@ class Constant(TensorVariable):
             arr = arr.astype(arr.dtype.newbyteorder("="))
         ttype = TensorType(arr.dtype, arr.shape)
         arr.flags.writeable = False
-        # The array's own buffer (C-contiguous): a data set's bytes are not copied to hash.
-        digest = _hash_bytes(b"const", encode(ttype.key()), _byte_view(arr))
+        digest = digest or _constant_digest(arr)
         key = (ttype, digest)
         found = cls._table.get(key)
         if found is not None:
