@@ -51,12 +51,11 @@ def _hashable_as_is(arr: np.ndarray, dtype: Any) -> bool:
     )
 
 
-def _constant_digest(arr: np.ndarray) -> bytes:
-    """Return the digest a constant of ``arr`` is interned by (its type and bytes).
+def _constant_digest(ttype: TensorType, arr: np.ndarray) -> bytes:
+    """Return the digest a constant of type ``ttype`` holding ``arr`` is interned by.
 
     The array's own buffer (C-contiguous): a data set's bytes are not copied to hash.
     """
-    ttype = TensorType(arr.dtype, arr.shape)
     return _hash_bytes(b"const", encode(ttype.key()), _byte_view(arr))
 
 
@@ -365,9 +364,11 @@ class Constant(TensorVariable):
         """
         as_is = immutable and isinstance(data, np.ndarray) and _hashable_as_is(data, dtype)
         # Hashed before the copy when ``data`` cannot change (its copy has its digest).
-        digest = _constant_digest(data) if as_is else None
-        if digest is not None:
-            found = cls._table.get((TensorType(data.dtype, data.shape), digest))
+        digest = None
+        if as_is:
+            ttype = TensorType(data.dtype, data.shape)
+            digest = _constant_digest(ttype, data)
+            found = cls._table.get((ttype, digest))
             if found is not None:
                 return found
         arr = np.array(data, dtype=dtype, copy=True, order="C")
@@ -375,7 +376,7 @@ class Constant(TensorVariable):
             arr = arr.astype(arr.dtype.newbyteorder("="))
         ttype = TensorType(arr.dtype, arr.shape)
         arr.flags.writeable = False
-        digest = digest or _constant_digest(arr)
+        digest = digest or _constant_digest(ttype, arr)
         key = (ttype, digest)
         found = cls._table.get(key)
         if found is not None:
