@@ -9,6 +9,7 @@ import pytest
 from arviz_stats.base import array_stats
 from scipy import stats
 
+from kiln_samplers import _c_nuts, _diagnostics
 from kiln_samplers._diagnostics import average_ranks, rhat_ess
 from kiln_samplers._results import SCREEN_DRAWS
 
@@ -32,8 +33,20 @@ def _arviz(samples: np.ndarray, which: str) -> np.ndarray:
         )
 
 
+@pytest.fixture(params=["numpy", "c"])
+def passes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with the NumPy passes after the sort, then with the C ones."""
+    if request.param == "numpy":
+        monkeypatch.setattr(_diagnostics, "_native_passes", lambda: None)
+    elif _c_nuts.library() is None:
+        pytest.skip(f"no C library: {_c_nuts._state.error}")
+    else:
+        monkeypatch.setattr(_diagnostics, "_native_passes", _c_nuts.library)
+    return str(request.param)
+
+
 @pytest.mark.parametrize(("chains", "draws"), [(2, 1000), (4, 301), (3, 9), (1, 200)])
-def test_rhat_and_ess_equal_arviz(chains: int, draws: int) -> None:
+def test_rhat_and_ess_equal_arviz(chains: int, draws: int, passes: str) -> None:
     rng = np.random.default_rng(chains * draws)
     phi = np.array([0.0, 0.3, 0.9, 0.99, -0.3, -0.7])
     x = _ar1(rng, chains, draws, phi)
@@ -50,13 +63,48 @@ def test_rhat_and_ess_equal_arviz(chains: int, draws: int) -> None:
         np.testing.assert_allclose(rhat, _arviz(x, "rhat"), rtol=1e-12)
 
 
-def test_elements_with_nan_or_too_few_draws_are_nan() -> None:
+def test_elements_with_nan_or_too_few_draws_are_nan(passes: str) -> None:
     x = np.random.default_rng(0).normal(size=(2, 50, 3))
     x[1, 7, 1] = np.nan
     r, e = rhat_ess(x)
     assert np.isnan(r[1]) and np.isnan(e[1])
     assert np.isfinite(r[[0, 2]]).all() and np.isfinite(e[[0, 2]]).all()
     assert np.isnan(rhat_ess(x[:, :3])[1]).all()
+
+
+def test_the_c_passes_compute_what_numpy_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = _c_nuts.library()
+    if lib is None:
+        pytest.skip(f"no C library: {_c_nuts._state.error}")
+    rng = np.random.default_rng(3)
+    phi = np.array([0.0, 0.5, -0.6, 0.995])  # the last needs more than _MAX_LAG lags
+    cases = [
+        _ar1(rng, 2, 2000, phi),
+        _ar1(rng, 4, 777, phi),  # odd draws: a middle draw dropped
+        _ar1(rng, 1, 300, phi),
+        np.round(_ar1(rng, 3, 400, phi)),  # ties, in the bulk and around the median
+        rng.standard_cauchy(size=(2, 501, 3)),
+        np.full((2, 40, 2), 2.5),  # constant
+        rng.normal(size=(2, 4, 3)),  # the fewest draws
+    ]
+    for x in cases:
+        monkeypatch.setattr(_diagnostics, "_native_passes", lambda: None)
+        expected = rhat_ess(x)
+        monkeypatch.setattr(_diagnostics, "_native_passes", lambda: lib)
+        got = rhat_ess(x)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
+    # a row left to NumPy is computed there: the C passes stop at _MAX_LAG lags
+    split = _diagnostics._split_chains(_diagnostics._as_rows(cases[0])[0])
+    order = np.argsort(split.reshape(split.shape[0], -1), axis=1)
+    size = split.shape[1] * split.shape[2]
+    scores, work = _diagnostics._normal_scores(size), np.empty(3 * size + 2 * split.shape[1])
+    out = [np.empty(4), np.empty(4), np.empty(4, dtype=np.int8)]
+    lib.kiln_rank_rhat_ess(
+        4, split.shape[1], split.shape[2], split.ctypes.data, order.ctypes.data,
+        scores.ctypes.data, _diagnostics._MAX_LAG, work.ctypes.data, *(a.ctypes.data for a in out),
+    )  # fmt: skip
+    assert out[2].tolist() == [0, 0, 0, 1]
 
 
 def test_trailing_shape_is_kept_and_bad_input_named() -> None:

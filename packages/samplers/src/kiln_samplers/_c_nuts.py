@@ -52,6 +52,9 @@ from kiln_samplers import _nuts_core as core
 from kiln_samplers._native import NativeLogp, fatal_error
 
 _SOURCE = Path(__file__).with_name("_nuts_kernel.c")
+#: The library's sources: the kernel, and the diagnostics' passes after their sort
+#: (``_diagnostics_kernel.c``, called by :mod:`kiln_samplers._diagnostics`).
+_SOURCES = (_SOURCE, Path(__file__).with_name("_diagnostics_kernel.c"))
 _FLAGS = ("-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
 _COMPILE_TIMEOUT_S = 120.0
 
@@ -122,10 +125,11 @@ def kernel_store() -> ArtifactStore | None:
 
 
 def _library_key(compiler: str) -> str:
-    """Return the kernel's key: a digest of the source, compiler, flags, NumPy, machine."""
+    """Return the kernel's key: a digest of the sources, compiler, flags, NumPy, machine."""
     key = hashlib.sha256()
-    for part in (_SOURCE.read_bytes(), compiler.encode(), " ".join(_FLAGS).encode()):
-        key.update(part)
+    for source in _SOURCES:
+        key.update(source.read_bytes())
+    key.update(f"{compiler} {' '.join(_FLAGS)}".encode())
     key.update(f"{np.__version__} {platform.machine()} {sys.platform}".encode())
     return key.hexdigest()
 
@@ -154,7 +158,7 @@ def _build(compiler: str) -> bytes | None:
     with tempfile.TemporaryDirectory(prefix=f"{_BUILD_PREFIX}{os.getpid()}-") as folder:
         out = Path(folder) / "nuts.so"
         command = [
-            compiler, *_FLAGS, f"-I{np.get_include()}", str(_SOURCE), str(_npyrandom()),
+            compiler, *_FLAGS, f"-I{np.get_include()}", *map(str, _SOURCES), str(_npyrandom()),
             "-lm", "-o", str(out),
         ]  # fmt: skip
         try:
@@ -165,7 +169,7 @@ def _build(compiler: str) -> bytes | None:
                 raise OSError(done.stderr.strip()[-2000:])
             return out.read_bytes()
         except (OSError, subprocess.SubprocessError) as exc:
-            _state.error = f"compiling {_SOURCE.name} failed: {exc}"
+            _state.error = f"compiling {', '.join(p.name for p in _SOURCES)} failed: {exc}"
             return None
 
 
@@ -264,8 +268,15 @@ def library() -> Any:
                 _p, _p, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,
                 _i4, _i4, _i4, ctypes.POINTER(_i4), ctypes.POINTER(_i8),
             )  # fmt: skip
+            lib.kiln_rank_rhat_ess.restype = None
+            lib.kiln_rank_rhat_ess.argtypes = (_i8, _i8, _i8, _p, _p, _p, _i8, _p, _p, _p, _p)
             _state.library = lib
         return _state.library
+
+
+def loaded_library() -> Any:
+    """Return the C kernel if this process has loaded it already, else None (never builds)."""
+    return _state.library
 
 
 def _pointer(array: np.ndarray, rows: int | None = None) -> int:

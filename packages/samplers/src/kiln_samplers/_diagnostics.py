@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import statistics
+import threading
+from typing import Any
 
 import numpy as np
 
@@ -242,23 +244,98 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if invalid.all():
         return np.full(shape, np.nan), np.full(shape, np.nan)
     split = _split_chains(np.where(invalid[:, None, None], 0.0, ary) if invalid.any() else ary)
-    flat = split.reshape(split.shape[0], -1)
+    # the one sort, of every row's pooled draws
+    order = np.argsort(split.reshape(split.shape[0], -1), axis=1)
+    rhat, ess = _sorted_rhat_ess(split, order, with_rhat=chains > 1)
+    if chains < 2:
+        rhat = np.full(rhat.shape, np.nan)
+    return np.where(invalid, np.nan, rhat).reshape(shape), np.where(invalid, np.nan, ess).reshape(
+        shape
+    )
+
+
+#: Lags the C passes sum before they leave a row's ESS to NumPy's transforms (a row
+#: whose draws are far from independent: summing lag by lag would cost more).
+_MAX_LAG = 64
+
+
+def _native_passes() -> Any:
+    """Return the C library holding ``kiln_rank_rhat_ess`` if loaded, else None.
+
+    The library of the C NUTS kernel (:mod:`kiln_samplers._c_nuts`): loaded by a process
+    that sampled with it; never built nor loaded here.
+    """
+    from kiln_samplers._c_nuts import loaded_library
+
+    return loaded_library()
+
+
+#: Per thread, the C passes' work array kept for the next call when it is at most
+#: ``_KEPT_WORK`` doubles (4 MB): fresh memory costs a page fault per 4 kB, which is
+#: much of what the passes cost on a small model.
+_work = threading.local()
+_KEPT_WORK = 1 << 19
+
+
+def _work_array(size: int) -> np.ndarray:
+    """Return a float array of at least ``size`` elements for this thread's C passes."""
+    kept = getattr(_work, "array", None)
+    if kept is not None and kept.size >= size:
+        return kept  # type: ignore[no-any-return]
+    array = np.empty(size)
+    if size <= _KEPT_WORK:
+        _work.array = array
+    return array
+
+
+def _sorted_rhat_ess(
+    split: np.ndarray, order: np.ndarray, with_rhat: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return R-hat and ESS of the split ``(k, chain, draw)`` rows, given their ``order``.
+
+    ``order`` is each row's argsort (consumed). By the C library's passes when the
+    process has loaded it (:func:`_native_passes`); otherwise, and for the rows the C
+    passes leave (an ESS needing more than ``_MAX_LAG`` lags), by NumPy.
+    """
+    lib = _native_passes()
+    if lib is None or order.dtype != np.int64:
+        return _numpy_rhat_ess(split, order, with_rhat)
+    k, chains, half = split.shape
+    size = chains * half
+    flat = np.ascontiguousarray(split.reshape(k, size))
+    order = np.ascontiguousarray(order)
+    rhat, ess, status = np.empty(k), np.empty(k), np.empty(k, dtype=np.int8)
+    scores, work = _normal_scores(size), _work_array(3 * size + 2 * chains)  # (held: C reads them)
+    lib.kiln_rank_rhat_ess(
+        k, chains, half, flat.ctypes.data, order.ctypes.data, scores.ctypes.data, _MAX_LAG,
+        work.ctypes.data, rhat.ctypes.data, ess.ctypes.data, status.ctypes.data,
+    )  # fmt: skip
+    left = np.flatnonzero(status)
+    if left.size:
+        rhat[left], ess[left] = _numpy_rhat_ess(split[left], order[left], with_rhat)
+    return rhat, ess
+
+
+def _numpy_rhat_ess(
+    split: np.ndarray, order: np.ndarray, with_rhat: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return :func:`_sorted_rhat_ess` computed by NumPy (``order`` is consumed)."""
+    k = split.shape[0]
+    flat = split.reshape(k, -1)
     size = flat.shape[1]
-    # the one sort (of every row's pooled draws), as positions in the rows end to end
-    at = np.argsort(flat, axis=1)
-    at += (np.arange(flat.shape[0]) * size)[:, None]
+    at = order  # positions in the rows laid end to end
+    at += (np.arange(k) * size)[:, None]
     ordered = flat.ravel()[at]
     z = _z_scale(at, ordered).reshape(split.shape)
     mean, var = _chain_moments(z)
     constant = ordered[:, 0] == ordered[:, -1]  # all ties: the normal scores are too
-    ess = np.where(invalid, np.nan, _ess(z, mean, constant))  # (centres z)
-    if chains < 2:
-        return np.full(shape, np.nan), ess.reshape(shape)
+    ess = _ess(z, mean, constant)  # (centres z)
+    if not with_rhat:
+        return np.full(k, np.nan), ess
     half = split.shape[2]
     bulk = _rhat(mean, var, half)
     median = 0.5 * (ordered[:, (size - 1) // 2] + ordered[:, size // 2])  # np.median's
     folded = _z_scale(*_folded_order(at, ordered, median)).reshape(split.shape)
     tail = _rhat(*_chain_moments(folded), half)
     with np.errstate(invalid="ignore"):
-        rhat = np.where(tail > bulk, tail, bulk)  # Python's max(bulk, tail), as ArviZ
-    return np.where(invalid, np.nan, rhat).reshape(shape), ess.reshape(shape)
+        return np.where(tail > bulk, tail, bulk), ess  # Python's max(bulk, tail), as ArviZ
