@@ -270,21 +270,26 @@ def _native_passes() -> Any:
     return loaded_library()
 
 
-#: Per thread, the C passes' work array kept for the next call when it is at most
-#: ``_KEPT_WORK`` doubles (4 MB): fresh memory costs a page fault per 4 kB, which is
-#: much of what the passes cost on a small model.
-_work = threading.local()
-_KEPT_WORK = 1 << 19
+#: Per thread, the scratch arrays of the diagnostics (the C passes' work array, the
+#: rows the screen reads) kept for the next call when at most ``_KEPT_SCRATCH`` doubles
+#: (4 MB): fresh memory costs a page fault per 4 kB, which is much of what the
+#: diagnostics of a small model cost.
+_scratch = threading.local()
+_KEPT_SCRATCH = 1 << 19
 
 
-def _work_array(size: int) -> np.ndarray:
-    """Return a float array of at least ``size`` elements for this thread's C passes."""
-    kept = getattr(_work, "array", None)
+def scratch(name: str, size: int) -> np.ndarray:
+    """Return this thread's float array ``name`` of ``size`` elements (its contents: any).
+
+    The caller uses it until it returns and keeps no view of it: the next call for
+    ``name`` in this thread may return the same memory.
+    """
+    kept = getattr(_scratch, name, None)
     if kept is not None and kept.size >= size:
-        return kept  # type: ignore[no-any-return]
+        return kept[:size]  # type: ignore[no-any-return]
     array = np.empty(size)
-    if size <= _KEPT_WORK:
-        _work.array = array
+    if size <= _KEPT_SCRATCH:
+        setattr(_scratch, name, array)
     return array
 
 
@@ -305,7 +310,10 @@ def _sorted_rhat_ess(
     flat = np.ascontiguousarray(split.reshape(k, size))
     order = np.ascontiguousarray(order)
     rhat, ess, status = np.empty(k), np.empty(k), np.empty(k, dtype=np.int8)
-    scores, work = _normal_scores(size), _work_array(3 * size + 2 * chains)  # (held: C reads them)
+    scores, work = (
+        _normal_scores(size),
+        scratch("work", 3 * size + 2 * chains),
+    )  # (held: C reads them)
     lib.kiln_rank_rhat_ess(
         k, chains, half, flat.ctypes.data, order.ctypes.data, scores.ctypes.data, _MAX_LAG,
         work.ctypes.data, rhat.ctypes.data, ess.ctypes.data, status.ctypes.data,

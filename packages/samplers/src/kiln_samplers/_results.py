@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from kiln_samplers import _xarray_internals
-from kiln_samplers._diagnostics import rhat_ess
+from kiln_samplers._diagnostics import rhat_ess, scratch
 from kiln_samplers._sample import Trace
 
 
@@ -217,14 +217,19 @@ def _columns(arrays: list[np.ndarray], chains: int, draws: int) -> list[np.ndarr
     return [np.reshape(a, (chains, draws, -1)) for a in arrays]
 
 
-def _element_rows(parts: list[np.ndarray]) -> np.ndarray:
+def _element_rows(parts: list[np.ndarray], scratch_name: str | None = None) -> np.ndarray:
     """Return the ``(chain, draw, k_i)`` ``parts`` side by side as one ``(chain, draw, k)``.
 
     A transposed view of a contiguous ``(k, chain, draw)`` float array: the layout
-    :func:`rhat_ess` works in, so that it copies nothing more.
+    :func:`rhat_ess` works in, so that it copies nothing more. With ``scratch_name``,
+    in this thread's scratch array of that name (:func:`kiln_samplers._diagnostics.scratch`).
     """
     chains, draws = parts[0].shape[:2]
-    out = np.empty((sum(p.shape[2] for p in parts), chains, draws))
+    shape = (sum(p.shape[2] for p in parts), chains, draws)
+    if scratch_name is None:
+        out = np.empty(shape)
+    else:
+        out = scratch(scratch_name, shape[0] * chains * draws).reshape(shape)
     at = 0
     for part in parts:
         out[at : at + part.shape[2]] = part.transpose(2, 0, 1)
@@ -250,7 +255,7 @@ def _screened_rhat_ess(
     if step < 2:
         rhat, ess = _rhat_ess_rows(_element_rows(columns))
         return rhat, ess, None
-    thin = _element_rows([c[:, ::step][:, :SCREEN_DRAWS] for c in columns])
+    thin = _element_rows([c[:, ::step][:, :SCREEN_DRAWS] for c in columns], "screen")
     rhat_s, ess_s = _rhat_ess_rows(thin)
     with np.errstate(invalid="ignore"):
         suspect = (rhat_s > _SCREEN_RHAT) | (ess_s < 2 * min_ess) | np.isnan(rhat_s)
@@ -278,7 +283,7 @@ def _gather(columns: list[np.ndarray], index: np.ndarray) -> np.ndarray:
     for i in index.tolist():
         a = int(np.searchsorted(ends, i, side="right"))
         parts.append(columns[a][:, :, i - (ends[a] - sizes[a]), None])
-    return _element_rows(parts)
+    return _element_rows(parts, "exact")
 
 
 def _rhat_ess_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

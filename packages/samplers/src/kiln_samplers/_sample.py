@@ -33,6 +33,7 @@ from kiln_samplers._protocol import CompiledModel, NativePointers
 
 #: The statistics that are not floats (the chains record every statistic as a float).
 _STAT_DTYPES = {"diverging": np.bool_, "tree_depth": np.int64, "n_steps": np.int64}
+_STAT_INDEX = {name: STAT_NAMES.index(name) for name in _STAT_DTYPES}
 
 
 class SamplingInterrupted(UserWarning):
@@ -102,13 +103,16 @@ def sample_nuts(
     # draws): the results read them without copying.
     out_draws = np.empty((chains, draws, int(model.ndim)))
     out_stats = np.empty((chains, draws, N_STATS))
+    out_typed = _typed_stats(chains, draws)
 
     def one(chain: int) -> ChainResult:
         state = init_chain(model, seeds[chain], native=native)
-        return run_chain(
+        result = run_chain(
             model, state, draws, tune, settings, native, progress.updater(chain), stop,
             out=(out_draws[chain], out_stats[chain]),
         )  # fmt: skip
+        _write_typed_stats(out_typed, chain, out_stats[chain, : result.n_done])
+        return result
 
     results: list[ChainResult | None] = [None] * chains
     interrupted = False
@@ -128,8 +132,24 @@ def sample_nuts(
     progress.close()
     elapsed = time.perf_counter() - start
     return trace_from_chains(
-        model, results, chains, tune, elapsed, interrupted, written=(out_draws, out_stats)
-    )
+        model, results, chains, tune, elapsed, interrupted,
+        written=(out_draws, out_stats, out_typed),
+    )  # fmt: skip
+
+
+def _typed_stats(chains: int, draws: int) -> dict[str, np.ndarray]:
+    """Return the empty ``(chain, draw)`` arrays of the statistics that are not floats."""
+    return {name: np.empty((chains, draws), dtype=dtype) for name, dtype in _STAT_DTYPES.items()}
+
+
+def _write_typed_stats(typed: dict[str, np.ndarray], chain: int, rows: np.ndarray) -> None:
+    """Write chain ``chain``'s statistics that are not floats (of its ``rows``) into ``typed``.
+
+    Called by each chain's thread when it is done, so that the conversions run in
+    parallel rather than after sampling.
+    """
+    for name, array in typed.items():
+        array[chain, : rows.shape[0]] = rows[:, _STAT_INDEX[name]]
 
 
 def trace_from_chains(
@@ -139,7 +159,7 @@ def trace_from_chains(
     tune: int,
     elapsed: float,
     interrupted: bool,
-    written: tuple[np.ndarray, np.ndarray] | None = None,
+    written: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None = None,
 ) -> Trace:
     """Return the :class:`Trace` of the chains' results (None: a chain that never ran).
 
@@ -150,16 +170,20 @@ def trace_from_chains(
     elsewhere (``kl.sample(executor=...)``) gathers.
 
     ``written``: the ``(chain, draw, ndim)`` and ``(chain, draw, N_STATS)`` arrays the
-    chains wrote their draws into (``run_chain``'s ``out``); when every chain is kept,
-    the trace's unconstrained draws and float statistics are views of them, not copies.
+    chains wrote their draws into (``run_chain``'s ``out``), and the ``(chain, draw)``
+    arrays of the statistics that are not floats, which they filled once done; when
+    every chain is kept, the trace's unconstrained draws and statistics are views of
+    them, not copies.
     """
     outs = [r for r in results if r is not None]
     kept = [r for r in outs if r.warmup_done and r.n_done > 0] or outs
     n = min((r.n_done for r in kept), default=0)
     if interrupted:
         warn_interrupted(n, len(kept), chains, sum(not r.warmup_done for r in outs))
+    typed: dict[str, np.ndarray] = {}
     if written is not None and len(kept) == len(results) == written[0].shape[0]:
         unconstrained, columns = written[0][:, :n], written[1][:, :n]
+        typed = {name: array[:, :n] for name, array in written[2].items()}
     elif kept:
         unconstrained = np.stack([r.draws[:n] for r in kept])
         columns = np.stack([r.stats[:n] for r in kept])
@@ -170,9 +194,13 @@ def trace_from_chains(
     sample_stats: dict[str, np.ndarray] = {}
     for k, name in enumerate(STAT_NAMES[:N_STATS]):
         dtype = _STAT_DTYPES.get(name)
-        sample_stats[name] = columns[:, :, k] if dtype is None else columns[:, :, k].astype(dtype)
+        if dtype is None:
+            sample_stats[name] = columns[:, :, k]
+        else:
+            sample_stats[name] = typed[name] if name in typed else columns[:, :, k].astype(dtype)
+    # One number per chain, repeated along the draws (a read-only view, not a copy).
     step_size_bar = np.array([r.step_size_bar for r in kept], dtype=np.float64)
-    sample_stats["step_size_bar"] = np.repeat(step_size_bar[:, None], n, axis=1)
+    sample_stats["step_size_bar"] = np.broadcast_to(step_size_bar[:, None], (len(kept), n))
     kernels = sorted({r.kernel for r in kept})
     return Trace(
         posterior,
