@@ -11,7 +11,7 @@ from scipy import stats
 
 from kiln_samplers import _c_nuts, _diagnostics
 from kiln_samplers._diagnostics import average_ranks, rhat_ess
-from kiln_samplers._results import SCREEN_DRAWS
+from kiln_samplers._results import SCREEN_DRAWS, _screened_rhat_ess
 
 
 def _ar1(rng: np.random.Generator, chains: int, draws: int, phi: np.ndarray) -> np.ndarray:
@@ -35,13 +35,13 @@ def _arviz(samples: np.ndarray, which: str) -> np.ndarray:
 
 @pytest.fixture(params=["numpy", "c"])
 def passes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test with the NumPy passes after the sort, then with the C ones."""
+    """Run the test with the diagnostics in NumPy, then with the C library."""
     if request.param == "numpy":
-        monkeypatch.setattr(_diagnostics, "_native_passes", lambda: None)
+        monkeypatch.setattr(_diagnostics, "_native_library", lambda: None)
     elif _c_nuts.library() is None:
         pytest.skip(f"no C library: {_c_nuts._state.error}")
     else:
-        monkeypatch.setattr(_diagnostics, "_native_passes", _c_nuts.library)
+        monkeypatch.setattr(_diagnostics, "_native_library", _c_nuts.library)
     return str(request.param)
 
 
@@ -72,7 +72,7 @@ def test_elements_with_nan_or_too_few_draws_are_nan(passes: str) -> None:
     assert np.isnan(rhat_ess(x[:, :3])[1]).all()
 
 
-def test_the_c_passes_compute_what_numpy_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_c_library_computes_what_numpy_computes(monkeypatch: pytest.MonkeyPatch) -> None:
     lib = _c_nuts.library()
     if lib is None:
         pytest.skip(f"no C library: {_c_nuts._state.error}")
@@ -86,25 +86,43 @@ def test_the_c_passes_compute_what_numpy_computes(monkeypatch: pytest.MonkeyPatc
         rng.standard_cauchy(size=(2, 501, 3)),
         np.full((2, 40, 2), 2.5),  # constant
         rng.normal(size=(2, 4, 3)),  # the fewest draws
+        _ar1(rng, 2, 300, phi)[:, ::-2],  # a view with negative strides
+        rng.normal(size=(2, 300)) * 1e-300,  # subnormal differences
+        1.0 + rng.normal(size=(2, 300, 2)) * 1e-13,  # closer than the radix sort's bits
+        rng.normal(size=(2, 2000, 60)),  # two threads, half the elements each
     ]
+    cases[2][0, 5, 1] = np.nan
     for x in cases:
-        monkeypatch.setattr(_diagnostics, "_native_passes", lambda: None)
+        monkeypatch.setattr(_diagnostics, "_native_library", lambda: None)
         expected = rhat_ess(x)
-        monkeypatch.setattr(_diagnostics, "_native_passes", lambda: lib)
+        monkeypatch.setattr(_diagnostics, "_native_library", lambda: lib)
         got = rhat_ess(x)
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
-    # a row left to NumPy is computed there: the C passes stop at _MAX_LAG lags
-    split = _diagnostics._split_chains(_diagnostics._as_rows(cases[0])[0])
-    order = np.argsort(split.reshape(split.shape[0], -1), axis=1)
-    size = split.shape[1] * split.shape[2]
-    scores, work = _diagnostics._normal_scores(size), np.empty(3 * size + 2 * split.shape[1])
-    out = [np.empty(4), np.empty(4), np.empty(4, dtype=np.int8)]
-    lib.kiln_rank_rhat_ess(
-        4, split.shape[1], split.shape[2], split.ctypes.data, order.ctypes.data,
-        scores.ctypes.data, _diagnostics._MAX_LAG, work.ctypes.data, *(a.ctypes.data for a in out),
-    )  # fmt: skip
-    assert out[2].tolist() == [0, 0, 0, 1]
+    # the element of AR(0.995) is left to NumPy (statuses: exact, exact, exact, left)
+    assert _diagnostics.screened_rhat_ess([cases[0]])[2].tolist() == [1, 1, 1, 2]
+
+
+@pytest.mark.parametrize("exact_extremes", [False, True])
+def test_the_c_screen_is_the_numpy_screen(
+    monkeypatch: pytest.MonkeyPatch, exact_extremes: bool
+) -> None:
+    lib = _c_nuts.library()
+    if lib is None:
+        pytest.skip(f"no C library: {_c_nuts._state.error}")
+    rng = np.random.default_rng(4)
+    phi = np.linspace(-0.5, 0.95, 12)
+    x = _ar1(rng, 2, 5 * SCREEN_DRAWS + 3, phi)
+    x[1, :, :3] += np.array([0.02, 0.05, 0.5])  # R-hat near and above the threshold
+    arrays = [x[..., :4], x[..., 4], np.ascontiguousarray(x[..., 5:])]
+    monkeypatch.setattr(_diagnostics, "_native_library", lambda: None)
+    expected = _screened_rhat_ess(arrays, 400.0, exact_extremes)
+    monkeypatch.setattr(_diagnostics, "_native_library", lambda: lib)
+    got = _screened_rhat_ess(arrays, 400.0, exact_extremes)
+    assert got[2] == expected[2] == SCREEN_DRAWS
+    assert got[0].shape == expected[0].shape
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
 
 
 def test_trailing_shape_is_kept_and_bad_input_named() -> None:
@@ -143,7 +161,7 @@ def _autoregressive(rng, rho: float, chains: int, draws: int, k: int) -> np.ndar
     return out
 
 
-def test_screened_diagnostics_are_exact_where_they_decide() -> None:
+def test_screened_diagnostics_are_exact_where_they_decide(passes: str) -> None:
     """10^4 draws per chain: a screen, then exact values on every draw for what decides."""
     from kiln_samplers import check_diagnostics
 
@@ -163,7 +181,7 @@ def test_screened_diagnostics_are_exact_where_they_decide() -> None:
     assert report["min_ess_bulk"] == exact_e.min()
 
 
-def test_a_screen_that_passes_everything_warns_nothing() -> None:
+def test_a_screen_that_passes_everything_warns_nothing(passes: str) -> None:
     from kiln_samplers import check_diagnostics
 
     rng = np.random.default_rng(6)
@@ -177,7 +195,7 @@ def test_a_screen_that_passes_everything_warns_nothing() -> None:
     assert report["min_ess_bulk"] >= exact_e.min() and report["min_ess_bulk"] > 400
 
 
-def test_var_names_limit_the_convergence_checks_to_those_variables() -> None:
+def test_var_names_limit_the_convergence_checks_to_those_variables(passes: str) -> None:
     """kl.sample checks the free variables only, as PyMC does."""
     from kiln_samplers import check_diagnostics
 
@@ -197,7 +215,7 @@ def test_var_names_limit_the_convergence_checks_to_those_variables() -> None:
         check_diagnostics(idata, max_treedepth=10, var_names=["nope"])
 
 
-def test_the_screen_sends_borderline_rhats_to_the_exact_computation() -> None:
+def test_the_screen_sends_borderline_rhats_to_the_exact_computation(passes: str) -> None:
     """The screen's R-hat is an estimate: its margin keeps borderline elements exact.
 
     2 chains of 10^4 iid draws, shifted apart so that the exact R-hat of about 180 of
@@ -216,3 +234,22 @@ def test_the_screen_sends_borderline_rhats_to_the_exact_computation() -> None:
     assert screened == SCREEN_DRAWS and warns.sum() > 100
     computed = np.isclose(rhat[warns], exact[warns], rtol=1e-12, atol=0.0)
     assert np.count_nonzero(~computed) <= 0.01 * warns.sum()
+
+
+def test_a_check_started_in_another_thread_reports_and_warns_as_the_check(passes: str) -> None:
+    """kl.sample's check runs beside the DataTree's construction: the same report."""
+    from kiln_samplers import SamplingWarning, check_diagnostics, start_check_diagnostics
+
+    rng = np.random.default_rng(8)
+    good = rng.normal(size=(2, 5_000, 20))
+    apart = rng.normal(size=(2, 5_000, 1)) + np.array([0.0, 0.5])[:, None, None]
+    idata = _idata({"good": good, "apart": apart})
+    expected = check_diagnostics(idata, max_treedepth=10, warn=False, exact_extremes=False)
+    finish = start_check_diagnostics(idata, max_treedepth=10, exact_extremes=False)
+    with pytest.warns(SamplingWarning) as caught:
+        report = finish()
+    assert [str(w.message) for w in caught] == expected["messages"]
+    assert any("rhat statistic is larger" in m for m in expected["messages"])
+    assert report == expected and report["max_rhat"] > 1.01
+    with pytest.raises(KeyError, match=r"\['nope'\] are not in the posterior"):
+        start_check_diagnostics(idata, max_treedepth=10, var_names=["nope"])

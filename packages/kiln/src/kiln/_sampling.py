@@ -182,18 +182,22 @@ def sample(
         if error.result is not None:  # the chains that finished, as the usual DataTree
             error.idata = _to_datatree(m, error.result, nuts_sampler, idata_options)
         raise
+    check = None
     if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
-        # Read from the arrays (not the DataTree), while the draws are in the CPU's
-        # caches; only what the screen picks is computed on every draw (the warnings are
-        # the exact check's). The free variables, as PyMC checks (a deterministic is a
-        # function of them).
-        kiln_samplers.check_diagnostics(
+        # Read from the arrays (not the DataTree), in another thread while this one
+        # builds the DataTree; only what the screen picks is computed on every draw (the
+        # warnings are the exact check's). The free variables, as PyMC checks (a
+        # deterministic is a function of them).
+        check = kiln_samplers.start_check_diagnostics(
             result.trace,
             result.max_treedepth,
             exact_extremes=False,
             var_names=[v.name for v in m.free_variables if v.name in result.trace.posterior],
         )
-    return _to_datatree(m, result, nuts_sampler, idata_options)
+    idata = _to_datatree(m, result, nuts_sampler, idata_options)
+    if check is not None:
+        check()
+    return idata
 
 
 def _to_datatree(

@@ -48,6 +48,7 @@ from kiln_samplers._protocol import NativePointers as NativePointers
 from kiln_samplers._results import SamplingWarning as SamplingWarning
 from kiln_samplers._results import SlowPathWarning as SlowPathWarning
 from kiln_samplers._results import check_diagnostics as check_diagnostics
+from kiln_samplers._results import start_check_diagnostics as start_check_diagnostics
 from kiln_samplers._results import to_datatree as to_datatree
 from kiln_samplers._sample import SamplingInterrupted as SamplingInterrupted
 from kiln_samplers._sample import Trace as Trace

@@ -152,7 +152,7 @@ def _remove_stale_builds() -> None:
             continue
 
 
-def _build(compiler: str) -> bytes | None:
+def _build(compiler: str, state: _State) -> bytes | None:
     """Return the kernel compiled into a shared library (its bytes), or None."""
     _remove_stale_builds()
     with tempfile.TemporaryDirectory(prefix=f"{_BUILD_PREFIX}{os.getpid()}-") as folder:
@@ -169,11 +169,11 @@ def _build(compiler: str) -> bytes | None:
                 raise OSError(done.stderr.strip()[-2000:])
             return out.read_bytes()
         except (OSError, subprocess.SubprocessError) as exc:
-            _state.error = f"compiling {', '.join(p.name for p in _SOURCES)} failed: {exc}"
+            state.error = f"compiling {', '.join(p.name for p in _SOURCES)} failed: {exc}"
             return None
 
 
-def _private_copy(payload: bytes) -> Path:
+def _private_copy(payload: bytes, state: _State) -> Path:
     """Write verified library bytes to a file of this process's own, to be loaded.
 
     The file is what the loader maps, so it is written from the bytes the store
@@ -188,7 +188,7 @@ def _private_copy(payload: bytes) -> Path:
         view = memoryview(payload)
         while view:
             view = view[os.write(fd, view) :]
-        _state.fd = fd
+        state.fd = fd
         return Path(f"/proc/self/fd/{fd}")
     fd, name = tempfile.mkstemp(prefix="kiln-nuts-", suffix=".so")
     with os.fdopen(fd, "wb") as f:
@@ -209,24 +209,24 @@ class _State:
 _state = _State()
 
 
-def _find_or_build() -> None:
+def _find_or_build(state: _State, store: ArtifactStore | None) -> None:
+    """Find the library in ``store`` or build it, for ``state`` (both as when started)."""
     compiler = _compiler()
     if compiler is None:
-        _state.error = "no C compiler (CC, or cc on PATH) on Linux or macOS"
+        state.error = "no C compiler (CC, or cc on PATH) on Linux or macOS"
         return
     if not _npyrandom().is_file():
-        _state.error = f"NumPy's {_npyrandom()} is missing"
+        state.error = f"NumPy's {_npyrandom()} is missing"
         return
     key = _library_key(compiler)
-    store = _store
     payload = store.get(key) if store is not None else None
     if payload is None:
-        payload = _build(compiler)
+        payload = _build(compiler, state)
         if payload is None:
             return
         if store is not None:
             store.put(key, payload)
-    _state.path = _private_copy(payload)
+    state.path = _private_copy(payload, state)
 
 
 def prefetch() -> bool:
@@ -237,7 +237,9 @@ def prefetch() -> bool:
     """
     with _state.lock:
         if _state.thread is None and _state.library is None:
-            _state.thread = threading.Thread(target=_find_or_build, daemon=True)
+            _state.thread = threading.Thread(
+                target=_find_or_build, args=(_state, _store), daemon=True
+            )
             _state.thread.start()
     return _state.error is None and _compiler() is not None
 
@@ -268,8 +270,11 @@ def library() -> Any:
                 _p, _p, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,
                 _i4, _i4, _i4, ctypes.POINTER(_i4), ctypes.POINTER(_i8),
             )  # fmt: skip
-            lib.kiln_rank_rhat_ess.restype = None
-            lib.kiln_rank_rhat_ess.argtypes = (_i8, _i8, _i8, _p, _p, _p, _i8, _p, _p, _p, _p)
+            lib.kiln_screened_rhat_ess.restype = None
+            lib.kiln_screened_rhat_ess.argtypes = (
+                _i8, _i8, _i8, _p, _p, _p, _i8, _i8, _f8, _f8, ctypes.c_int, _p, _p, _i8, _p,
+                _p, _p, _p,
+            )  # fmt: skip
             _state.library = lib
         return _state.library
 

@@ -8,8 +8,13 @@ a few hundred parameters costs more than sampling it; the tests check that these
 functions return ArviZ's numbers.
 
 :func:`rhat_ess` takes draws shaped ``(chain, draw, *shape)`` and returns two arrays
-shaped ``shape``. Internally every array is ``(k, chain, draw)``: one row per element,
-so that sorts and FFTs run over contiguous memory.
+shaped ``shape``. Two implementations compute the same numbers (a test compares them,
+and both to ArviZ): the C library of the NUTS kernel (``_diagnostics_kernel.c``, loaded
+by :mod:`kiln_samplers._c_nuts`), one call without the GIL that sorts, ranks and sums
+each element in a few linear passes (:func:`screened_rhat_ess`; it also runs the
+screen of :func:`kiln_samplers.check_diagnostics`); and NumPy, used where the library is
+not loaded, where every array is ``(k, chain, draw)``: one row per element, so that
+sorts and FFTs run over contiguous memory.
 
 Only NumPy and the standard library: importing ``scipy.special`` and ``scipy.fft`` would
 cost about 0.25 s of a process that samples a small model. The normal quantiles come
@@ -19,23 +24,17 @@ from :class:`statistics.NormalDist` (Wichura's AS241, about 1e-15 from
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import functools
 import statistics
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 _MIN_DRAWS = 4
-
-
-def _as_rows(samples: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Return ``samples`` as a contiguous float ``(k, chain, draw)`` array, and ``shape``."""
-    ary = np.asarray(samples, dtype=float)
-    if ary.ndim < 2:
-        raise ValueError(f"samples: expected an array shaped (chain, draw, ...), got {ary.shape}")
-    rows = ary.reshape(ary.shape[0], ary.shape[1], -1).transpose(2, 0, 1)
-    return np.ascontiguousarray(rows), ary.shape[2:]
 
 
 def _split_chains(ary: np.ndarray) -> np.ndarray:
@@ -236,17 +235,41 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return each element's rank-normalized split R-hat and bulk ESS.
 
     NaN where ArviZ answers NaN: an element with a NaN draw, fewer than 4 draws, and
-    (R-hat only) a single chain.
+    (R-hat only) a single chain. Computed by the C library when this process has
+    loaded it (:func:`screened_rhat_ess`), by NumPy otherwise: the same numbers.
     """
-    ary, shape = _as_rows(samples)
-    chains, draws = ary.shape[1], ary.shape[2]
-    invalid = np.isnan(ary).any(axis=(1, 2)) | (draws < _MIN_DRAWS)
+    ary = np.asarray(samples, dtype=float)
+    if ary.ndim < 2:
+        raise ValueError(f"samples: expected an array shaped (chain, draw, ...), got {ary.shape}")
+    chains, draws, shape = ary.shape[0], ary.shape[1], ary.shape[2:]
+    if draws < _MIN_DRAWS:
+        return np.full(shape, np.nan), np.full(shape, np.nan)
+    columns = ary.reshape(chains, draws, -1)
+    native = screened_rhat_ess([columns])
+    if native is None:
+        return _numpy_rhat_ess_of(columns, shape)
+    rhat, ess, status = native
+    left = np.flatnonzero(status == _LEFT_TO_NUMPY)
+    if left.size:
+        rhat[left], ess[left] = _numpy_rhat_ess_of(columns[:, :, left], (left.size,))
+    if chains < 2:
+        rhat[:] = np.nan
+    return rhat.reshape(shape), ess.reshape(shape)
+
+
+def _numpy_rhat_ess_of(
+    columns: np.ndarray, shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return :func:`rhat_ess` of ``(chain, draw, k)`` columns, computed by NumPy."""
+    ary = np.ascontiguousarray(columns.transpose(2, 0, 1))
+    chains = ary.shape[1]
+    invalid = np.isnan(ary).any(axis=(1, 2))
     if invalid.all():
         return np.full(shape, np.nan), np.full(shape, np.nan)
     split = _split_chains(np.where(invalid[:, None, None], 0.0, ary) if invalid.any() else ary)
     # the one sort, of every row's pooled draws
     order = np.argsort(split.reshape(split.shape[0], -1), axis=1)
-    rhat, ess = _sorted_rhat_ess(split, order, with_rhat=chains > 1)
+    rhat, ess = _numpy_rhat_ess(split, order, with_rhat=chains > 1)
     if chains < 2:
         rhat = np.full(rhat.shape, np.nan)
     return np.where(invalid, np.nan, rhat).reshape(shape), np.where(invalid, np.nan, ess).reshape(
@@ -254,13 +277,16 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-#: Lags the C passes sum before they leave a row's ESS to NumPy's transforms (a row
-#: whose draws are far from independent: summing lag by lag would cost more).
+#: Lags the C library sums before it leaves an element's ESS to NumPy's transforms (an
+#: element whose draws are far from independent: summing lag by lag would cost more).
 _MAX_LAG = 64
+#: :func:`screened_rhat_ess`'s status of an element: its screen's values, its values on
+#: every draw, or its values on every draw left to NumPy (more than ``_MAX_LAG`` lags).
+SCREENED, EXACT, _LEFT_TO_NUMPY = 0, 1, 2
 
 
-def _native_passes() -> Any:
-    """Return the C library holding ``kiln_rank_rhat_ess`` if loaded, else None.
+def _native_library() -> Any:
+    """Return the C library holding ``kiln_screened_rhat_ess`` if loaded, else None.
 
     The library of the C NUTS kernel (:mod:`kiln_samplers._c_nuts`): loaded by a process
     that sampled with it; never built nor loaded here.
@@ -270,64 +296,107 @@ def _native_passes() -> Any:
     return loaded_library()
 
 
-#: Per thread, the scratch arrays of the diagnostics (the C passes' work array, the
-#: rows the screen reads) kept for the next call when at most ``_KEPT_SCRATCH`` doubles
-#: (4 MB): fresh memory costs a page fault per 4 kB, which is much of what the
-#: diagnostics of a small model cost.
-_scratch = threading.local()
+def native_available() -> bool:
+    """Whether :func:`screened_rhat_ess` computes (the C library is loaded)."""
+    return _native_library() is not None
+
+
+def screened_rhat_ess(
+    columns: list[np.ndarray],
+    step: int = 1,
+    kept: int = 0,
+    rhat_above: float = np.inf,
+    ess_below: float = 0.0,
+    extremes: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Return R-hat, bulk ESS and status of every element of ``columns``, or None.
+
+    ``columns`` are ``(chain, draw, k_i)`` arrays (views of any strides; at least 4
+    draws), their elements taken one after the other. With ``step >= 2`` each element
+    is first screened on its draws ``t * step``, ``t < kept``, and computed on every draw
+    where the screen gives an R-hat above ``rhat_above`` (or NaN) or an ESS below
+    ``ess_below`` (and, with ``extremes``, for the largest R-hat and the smallest ESS);
+    the status says which (``SCREENED``, ``EXACT``; the third value: left to NumPy, the
+    values not set). With ``step < 2`` every element on every draw.
+
+    One call of the C library (``kiln_screened_rhat_ess`` in ``_diagnostics_kernel.c``),
+    without the GIL: other threads run meanwhile. None when this process has not loaded
+    the library (:func:`native_available`).
+    """
+    lib = _native_library()
+    if lib is None:
+        return None
+    columns = [np.asarray(c, dtype=np.float64) for c in columns]
+    chains, draws = columns[0].shape[:2]
+    address = np.concatenate(
+        [c.ctypes.data + np.arange(c.shape[2], dtype=np.int64) * c.strides[2] for c in columns]
+    )
+    chain_stride = np.concatenate([np.full(c.shape[2], c.strides[0]) for c in columns])
+    draw_stride = np.concatenate([np.full(c.shape[2], c.strides[1]) for c in columns])
+    n = address.size
+    size = 2 * chains * (draws // 2)
+    scores = _normal_scores(size)
+    kept_scores = _normal_scores(2 * chains * (kept // 2)) if step >= 2 else scores
+    rhat, ess, status = np.empty(n), np.empty(n), np.empty(n, dtype=np.int8)
+
+    def run(part: slice) -> None:
+        with scratch("work", 7 * size + 4 * chains) as work:
+            lib.kiln_screened_rhat_ess(
+                part.stop - part.start, chains, draws, address[part].ctypes.data,
+                chain_stride[part].ctypes.data, draw_stride[part].ctypes.data, step, kept,
+                rhat_above, ess_below, bool(extremes), scores.ctypes.data,
+                kept_scores.ctypes.data, _MAX_LAG, work.ctypes.data, rhat[part].ctypes.data,
+                ess[part].ctypes.data, status[part].ctypes.data,
+            )  # fmt: skip
+
+    read = n * chains * (min(draws, kept) if step >= 2 else draws)
+    if extremes or n < 2 or read < _THREADED_VALUES:  # (the extremes are of all elements)
+        run(slice(0, n))
+    else:  # two threads, half the elements each
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            list(pool.map(run, (slice(0, n // 2), slice(n // 2, n))))
+    return rhat, ess, status
+
+
+#: Values read (elements x chains x draws) above which :func:`screened_rhat_ess` uses
+#: two threads.
+_THREADED_VALUES = 200_000
+
+
+#: The scratch arrays of the diagnostics (the C library's work array, the rows the
+#: NumPy screen reads), kept for the next call, whichever thread makes it, when at most
+#: ``_KEPT_SCRATCH`` doubles (4 MB): fresh memory costs a page fault per 4 kB, which is
+#: much of what the diagnostics of a small model cost.
+_kept_scratch: dict[str, np.ndarray] = {}
+_scratch_lock = threading.Lock()
 _KEPT_SCRATCH = 1 << 19
 
 
-def scratch(name: str, size: int) -> np.ndarray:
-    """Return this thread's float array ``name`` of ``size`` elements (its contents: any).
+@contextlib.contextmanager
+def scratch(name: str, size: int) -> Iterator[np.ndarray]:
+    """Lend a float array ``name`` of ``size`` elements (its contents: any) for a block.
 
-    The caller uses it until it returns and keeps no view of it: the next call for
-    ``name`` in this thread may return the same memory.
+    Kept for the next block that asks for ``name`` (one at a time: a block that asks
+    while another holds it gets a new array). Keep no view of it after the block.
     """
-    kept = getattr(_scratch, name, None)
-    if kept is not None and kept.size >= size:
-        return kept[:size]  # type: ignore[no-any-return]
-    array = np.empty(size)
-    if size <= _KEPT_SCRATCH:
-        setattr(_scratch, name, array)
-    return array
-
-
-def _sorted_rhat_ess(
-    split: np.ndarray, order: np.ndarray, with_rhat: bool = True
-) -> tuple[np.ndarray, np.ndarray]:
-    """Return R-hat and ESS of the split ``(k, chain, draw)`` rows, given their ``order``.
-
-    ``order`` is each row's argsort (consumed). By the C library's passes when the
-    process has loaded it (:func:`_native_passes`); otherwise, and for the rows the C
-    passes leave (an ESS needing more than ``_MAX_LAG`` lags), by NumPy.
-    """
-    lib = _native_passes()
-    if lib is None or order.dtype != np.int64:
-        return _numpy_rhat_ess(split, order, with_rhat)
-    k, chains, half = split.shape
-    size = chains * half
-    flat = np.ascontiguousarray(split.reshape(k, size))
-    order = np.ascontiguousarray(order)
-    rhat, ess, status = np.empty(k), np.empty(k), np.empty(k, dtype=np.int8)
-    scores, work = (
-        _normal_scores(size),
-        scratch("work", 3 * size + 2 * chains),
-    )  # (held: C reads them)
-    lib.kiln_rank_rhat_ess(
-        k, chains, half, flat.ctypes.data, order.ctypes.data, scores.ctypes.data, _MAX_LAG,
-        work.ctypes.data, rhat.ctypes.data, ess.ctypes.data, status.ctypes.data,
-    )  # fmt: skip
-    left = np.flatnonzero(status)
-    if left.size:
-        rhat[left], ess[left] = _numpy_rhat_ess(split[left], order[left], with_rhat)
-    return rhat, ess
+    with _scratch_lock:
+        kept = _kept_scratch.pop(name, None)
+    array = kept if kept is not None and kept.size >= size else np.empty(size)
+    try:
+        yield array[:size]
+    finally:
+        if array.size <= _KEPT_SCRATCH:
+            with _scratch_lock:
+                _kept_scratch[name] = array
 
 
 def _numpy_rhat_ess(
     split: np.ndarray, order: np.ndarray, with_rhat: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Return :func:`_sorted_rhat_ess` computed by NumPy (``order`` is consumed)."""
+    """Return R-hat and ESS of the split ``(k, chain, draw)`` rows, given their ``order``.
+
+    ``order`` is each row's argsort (consumed).
+    """
     k = split.shape[0]
     flat = split.reshape(k, -1)
     size = flat.shape[1]

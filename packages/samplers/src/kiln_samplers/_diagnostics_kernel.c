@@ -1,21 +1,24 @@
-/* Rank-normalized split R-hat and bulk ESS of sorted rows: the arithmetic of
- * kiln_samplers/_diagnostics.py after its sort, one row at a time.
+/* Rank-normalized split R-hat and bulk ESS: what kiln_samplers/_diagnostics.py computes
+ * with NumPy, and the screen of kiln_samplers._results._screened_rhat_ess, in one call.
  *
- * Built into the library of the C NUTS kernel (kiln_samplers._c_nuts). NumPy sorts the
- * rows (its argsort is vectorized); this file does the rest in a few linear passes per
- * row, where NumPy needs some thirty array operations and their temporaries: the
- * normal scores of the average ranks, the chains' moments, the folded ranks (a merge of
- * the two sorted runs either side of the median, not a second sort), the bulk and tail
- * R-hat, and the bulk ESS from autocovariances summed lag by lag until Geyer's initial
- * positive sequence stops. A row whose sequence runs past max_lag lags is left to
- * NumPy's transforms (status 1); the caller recomputes it.
+ * Built into the library of the C NUTS kernel (kiln_samplers._c_nuts) and called through
+ * ctypes without the GIL: kl.sample runs it in another thread while it builds the
+ * DataTree. Each element is read where it lies (an address and two strides), sorted
+ * (a radix sort), and its statistics come from a few linear passes where NumPy needs
+ * some thirty array operations and their temporaries: the normal scores of the average
+ * ranks, the chains' moments, the folded ranks (a merge of the two sorted runs either
+ * side of the median, not a second sort), the bulk and tail R-hat, and the bulk ESS
+ * from autocovariances summed lag by lag until Geyer's initial positive sequence
+ * stops. An element whose sequence runs past max_lag lags is left to NumPy's
+ * transforms (status 2); the caller computes it.
  *
- * A row is chains split halves of draws values each, laid end to end. The numbers are
- * _diagnostics.rhat_ess's up to rounding (sums in another order); a test compares them.
+ * The numbers are _diagnostics.rhat_ess's up to rounding (sums in another order); a
+ * test compares them, and both to ArviZ's.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* (((c[0] r + c[1]) r + c[2]) ... ) r + c[7]: Horner's scheme, highest degree first. */
 static double horner8(const double *c, double r) {
@@ -163,60 +166,235 @@ static double ess_of(const double *z, int64_t chains, int64_t draws, const doubl
     return total / (tau > floor ? tau : floor);
 }
 
-/* R-hat (the larger of bulk and tail) and bulk ESS of k rows of chains x draws values.
+/* The positions of v[0..n) in ascending order, ties in order of position: a merge sort
+ * (spare: n words). */
+static void merge_sort(const double *v, int64_t n, int64_t *order, int64_t *spare) {
+    int64_t *src = order, *dst = spare;
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n;
+            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = v[src[j]] < v[src[i]] ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        int64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != order) memcpy(order, src, (size_t)n * sizeof(int64_t));
+}
+
+/* The bits of x as an unsigned integer that orders as x does (-0.0 just below 0.0). */
+static uint64_t ordered_bits(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return (b >> 63) ? ~b : b | ((uint64_t)1 << 63);
+}
+
+/* The positions of v[0..n) in ascending order (ties keep their order), into order.
  *
- * values: the rows, (k, chains * draws); order: each row's ascending order (positions
- * within the row, NumPy's argsort); scores: the normal scores of the ranks 1 .. chains *
- * draws; work: 3 * chains * draws + 2 * chains doubles. status[r] is 0 where rhat[r] and
- * ess[r] are set, 1 where the row is left to NumPy (its ESS needs more than max_lag
- * lags). Every row must be free of NaN. */
-void kiln_rank_rhat_ess(int64_t k, int64_t chains, int64_t draws, const double *values,
-                        const int64_t *order, const double *scores, int64_t max_lag,
-                        double *work, double *rhat, double *ess, int8_t *status) {
+ * A stable LSD radix sort, eight bits a pass, of one word per value: the value's
+ * order-preserving bits, less the smallest value's, shifted to the 32 bits below the
+ * highest bit in which the values differ, above the value's position. Values closer
+ * than the range over 2^32 can come out of order; an insertion sort by the values
+ * themselves puts them back (a few moves: values that close are rare), and a merge
+ * sort takes over where they are not rare (values on a grid finer than that). keys,
+ * spare: n words each. */
+static void argsort(const double *v, int64_t n, int64_t *order, uint64_t *keys,
+                    uint64_t *spare) {
+    if (n <= 0) return;
+    if (n > (int64_t)UINT32_MAX) { /* (a position takes 32 bits) */
+        merge_sort(v, n, order, (int64_t *)spare);
+        return;
+    }
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t b = ordered_bits(v[i]);
+        keys[i] = b;
+        lo = b < lo ? b : lo;
+        hi = b > hi ? b : hi;
+    }
+    int top = 63;
+    while (top >= 0 && !(((lo ^ hi) >> top) & 1)) top--;
+    int low = top > 31 ? top - 31 : 0; /* the sorted bits: low .. top (none: all equal) */
+    uint32_t count[4][256];
+    memset(count, 0, sizeof count);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k = top < 0 ? 0 : (keys[i] - lo) >> low;
+        keys[i] = (k << 32) | (uint64_t)i;
+        for (int d = 0; d < 4; d++) count[d][(k >> (8 * d)) & 255]++;
+    }
+    uint64_t *src = keys, *dst = spare;
+    for (int d = 0; d < 4; d++) {
+        int s = 32 + 8 * d;
+        uint32_t *c = count[d];
+        if (c[(src[0] >> s) & 255] == (uint32_t)n) continue; /* one digit for all */
+        uint32_t sum = 0;
+        for (int b = 0; b < 256; b++) {
+            uint32_t t = c[b];
+            c[b] = sum;
+            sum += t;
+        }
+        for (int64_t i = 0; i < n; i++) dst[c[(src[i] >> s) & 255]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (int64_t i = 0; i < n; i++) order[i] = (int64_t)(src[i] & 0xffffffffu);
+    int64_t moves = 0;
+    for (int64_t i = 1; i < n; i++) {
+        int64_t at = order[i], j = i;
+        double x = v[at];
+        while (j > 0 && x < v[order[j - 1]]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = at;
+        moves += i - j;
+        if (moves > 8 * n) { /* not rare: sort them properly */
+            merge_sort(v, n, order, (int64_t *)spare);
+            return;
+        }
+    }
+}
+
+/* R-hat (the larger of bulk and tail) and bulk ESS of one row of chains x draws values
+ * (the split chains end to end), given its ascending order at. Returns 0, or 1 when
+ * the ESS needs more than max_lag lags (nothing set: the row is left to NumPy). work:
+ * 3 * chains * draws + 2 * chains doubles. The row must be free of NaN. */
+static int row_rhat_ess(int64_t chains, int64_t draws, const double *row, const int64_t *at,
+                        const double *scores, int64_t max_lag, double *work, double *rhat,
+                        double *ess) {
     int64_t size = chains * draws;
     double *ordered = work, *z = work + size, *mean = work + 2 * size, *var = mean + chains;
     int64_t *merged = (int64_t *)(var + chains), *folded_at = merged;
-    for (int64_t r = 0; r < k; r++) {
-        const double *row = values + r * size;
-        const int64_t *at = order + r * size;
-        for (int64_t j = 0; j < size; j++) ordered[j] = row[at[j]];
-        z_scale(size, at, ordered, scores, z);
-        chain_moments(z, chains, draws, mean, var);
-        double bulk = rhat_of(mean, var, chains, draws);
-        status[r] = 0;
-        if (ordered[0] == ordered[size - 1]) {
-            ess[r] = (double)size; /* constant: as ArviZ */
-        } else {
-            for (int64_t c = 0; c < chains; c++)
-                for (int64_t i = 0; i < draws; i++) z[c * draws + i] -= mean[c];
-            ess[r] = ess_of(z, chains, draws, mean, max_lag);
-            if (isnan(ess[r])) {
-                status[r] = 1;
-                continue;
+    for (int64_t j = 0; j < size; j++) ordered[j] = row[at[j]];
+    z_scale(size, at, ordered, scores, z);
+    chain_moments(z, chains, draws, mean, var);
+    double bulk = rhat_of(mean, var, chains, draws);
+    if (ordered[0] == ordered[size - 1]) {
+        *ess = (double)size; /* constant: as ArviZ */
+    } else {
+        for (int64_t c = 0; c < chains; c++)
+            for (int64_t i = 0; i < draws; i++) z[c * draws + i] -= mean[c];
+        *ess = ess_of(z, chains, draws, mean, max_lag);
+        if (isnan(*ess)) return 1;
+    }
+    /* The folded values |x - median| in ascending order: the positions below the
+     * median, read backwards, merged with those above (ties: the lower run first). */
+    double median = 0.5 * (ordered[(size - 1) / 2] + ordered[size / 2]);
+    int64_t below = 0;
+    while (below < size && ordered[below] < median) below++;
+    int64_t lo = below - 1, hi = below, m = 0;
+    while (lo >= 0 || hi < size) {
+        double left = lo >= 0 ? median - ordered[lo] : INFINITY;
+        double right = hi < size ? ordered[hi] - median : INFINITY;
+        merged[m++] = (lo >= 0 && (hi >= size || left <= right)) ? lo-- : hi++;
+    }
+    /* their values into z (the bulk scores are done with), their rows' positions over
+     * the merge's */
+    for (m = 0; m < size; m++) {
+        int64_t j = merged[m];
+        z[m] = j < below ? median - ordered[j] : ordered[j] - median;
+        folded_at[m] = at[j];
+    }
+    /* ordered[] (no longer needed) takes the folded values' scores */
+    z_scale(size, folded_at, z, scores, ordered);
+    chain_moments(ordered, chains, draws, mean, var);
+    double tail = rhat_of(mean, var, chains, draws);
+    *rhat = tail > bulk ? tail : bulk;
+    return 0;
+}
+
+/* One element's draws t * step, t < kept, of each chain, split in halves (the middle
+ * draw of an odd count dropped), laid end to end into row. Returns whether one is NaN.
+ * The element's draw (c, t) is at base + c * chain_stride + t * draw_stride bytes. */
+static int gather_row(const char *base, int64_t chain_stride, int64_t draw_stride,
+                      int64_t chains, int64_t kept, int64_t step, double *row) {
+    int64_t half = kept / 2;
+    int nan_found = 0;
+    for (int64_t c = 0; c < chains; c++) {
+        const char *chain = base + c * chain_stride;
+        for (int h = 0; h < 2; h++) {
+            int64_t first = h == 0 ? 0 : kept - half;
+            double *out = row + (2 * c + h) * half;
+            for (int64_t j = 0; j < half; j++) {
+                double x;
+                memcpy(&x, chain + (first + j) * step * draw_stride, sizeof x);
+                out[j] = x;
+                nan_found |= isnan(x);
             }
         }
-        /* The folded values |x - median| in ascending order: the positions below the
-         * median, read backwards, merged with those above (ties: the lower run first). */
-        double median = 0.5 * (ordered[(size - 1) / 2] + ordered[size / 2]);
-        int64_t below = 0;
-        while (below < size && ordered[below] < median) below++;
-        int64_t lo = below - 1, hi = below, m = 0;
-        while (lo >= 0 || hi < size) {
-            double left = lo >= 0 ? median - ordered[lo] : INFINITY;
-            double right = hi < size ? ordered[hi] - median : INFINITY;
-            merged[m++] = (lo >= 0 && (hi >= size || left <= right)) ? lo-- : hi++;
-        }
-        /* their values into z (the bulk scores are done with), their rows' positions
-         * over the merge's */
-        for (m = 0; m < size; m++) {
-            int64_t j = merged[m];
-            z[m] = j < below ? median - ordered[j] : ordered[j] - median;
-            folded_at[m] = at[j];
-        }
-        /* ordered[] (no longer needed) takes the folded values' scores */
-        z_scale(size, folded_at, z, scores, ordered);
-        chain_moments(ordered, chains, draws, mean, var);
-        double tail = rhat_of(mean, var, chains, draws);
-        rhat[r] = tail > bulk ? tail : bulk;
+    }
+    return nan_found;
+}
+
+/* One element's R-hat and ESS on its draws t * step, t < kept (see gather_row). Returns
+ * 0 (set; NaN where a draw is NaN), or 1 (left to NumPy: see row_rhat_ess). */
+static int element_rhat_ess(const char *base, int64_t chain_stride, int64_t draw_stride,
+                            int64_t chains, int64_t kept, int64_t step, const double *scores,
+                            int64_t max_lag, double *work, double *rhat, double *ess) {
+    int64_t size = 2 * chains * (kept / 2);
+    double *row = work, *pass_work = work + size;
+    int64_t *order = (int64_t *)(pass_work + 3 * size + 4 * chains);
+    uint64_t *keys = (uint64_t *)(order + size), *spare = keys + size;
+    if (gather_row(base, chain_stride, draw_stride, chains, kept, step, row)) {
+        *rhat = *ess = NAN;
+        return 0;
+    }
+    argsort(row, size, order, keys, spare);
+    return row_rhat_ess(2 * chains, kept / 2, row, order, scores, max_lag, pass_work, rhat,
+                        ess);
+}
+
+/* R-hat (rank-normalized, split; the larger of bulk and tail) and bulk ESS of n elements
+ * of chains x draws draws each, as kiln_samplers._results._screened_rhat_ess computes
+ * them: with step >= 2, each element is first screened on its draws t * step, t <
+ * kept; the elements whose screen gives an R-hat above rhat_above (or NaN) or an ESS
+ * below ess_below, and with extremes the ones of the largest R-hat and the smallest
+ * ESS, are then computed on every draw. With step < 2, every element on every draw.
+ *
+ * Element i's draw (c, d) is the double at address[i] + c * chain_stride[i] + d *
+ * draw_stride[i] (bytes). scores: the normal scores of ranks 1 .. 2 * chains *
+ * (draws / 2); kept_scores the same for 2 * chains * (kept / 2) (read with step >= 2).
+ * work: 7 * 2 * chains * (draws / 2) + 4 * chains doubles. status[i]: 0 where rhat[i]
+ * and ess[i] are the screen's, 1 where they are computed on every draw, 2 where the
+ * values on every draw are left to NumPy (an ESS needing more than max_lag lags). NaN
+ * where a draw read is NaN. Thread-safe; called without the GIL. */
+void kiln_screened_rhat_ess(int64_t n, int64_t chains, int64_t draws, const int64_t *address,
+                            const int64_t *chain_stride, const int64_t *draw_stride,
+                            int64_t step, int64_t kept, double rhat_above, double ess_below,
+                            int extremes, const double *scores, const double *kept_scores,
+                            int64_t max_lag, double *work, double *rhat, double *ess,
+                            int8_t *status) {
+    int64_t worst_rhat = -1, worst_ess = -1;
+    int finite_rhat = 0, finite_ess = 0; /* (NumPy's nanargmax needs a finite value) */
+    for (int64_t i = 0; i < n; i++) {
+        status[i] = 1;
+        if (step < 2) continue;
+        const char *base = (const char *)(intptr_t)address[i];
+        int left = element_rhat_ess(base, chain_stride[i], draw_stride[i], chains, kept, step,
+                                    kept_scores, max_lag, work, &rhat[i], &ess[i]);
+        if (left) continue; /* the screen's ESS runs long: every draw, as a suspect */
+        int suspect = !(rhat[i] <= rhat_above) || ess[i] < ess_below;
+        if (!suspect) status[i] = 0;
+        if (!isnan(rhat[i]) && (worst_rhat < 0 || rhat[i] > rhat[worst_rhat])) worst_rhat = i;
+        if (!isnan(ess[i]) && (worst_ess < 0 || ess[i] < ess[worst_ess])) worst_ess = i;
+        finite_rhat |= isfinite(rhat[i]);
+        finite_ess |= isfinite(ess[i]);
+    }
+    if (extremes && step >= 2) {
+        if (finite_rhat) status[worst_rhat] = 1;
+        if (finite_ess) status[worst_ess] = 1;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (status[i] != 1) continue;
+        const char *base = (const char *)(intptr_t)address[i];
+        if (element_rhat_ess(base, chain_stride[i], draw_stride[i], chains, draws, 1, scores,
+                             max_lag, work, &rhat[i], &ess[i]))
+            status[i] = 2;
     }
 }

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from kiln_samplers import _xarray_internals
-from kiln_samplers._diagnostics import rhat_ess, scratch
+from kiln_samplers._diagnostics import (
+    EXACT,
+    SCREENED,
+    native_available,
+    rhat_ess,
+    scratch,
+    screened_rhat_ess,
+)
 from kiln_samplers._sample import Trace
 
 
@@ -149,8 +157,68 @@ def check_diagnostics(
     ``kl.sample`` passes the free variables, as PyMC's convergence checks do (a
     deterministic is a function of them).
     """
+    posterior, stats = _checked_arrays(idata, var_names)
+    report = _diagnose(posterior, stats, max_treedepth, exact_extremes)
+    if warn:
+        for message in report["messages"]:
+            warnings.warn(message, SamplingWarning, stacklevel=3)
+    return report
+
+
+def start_check_diagnostics(
+    idata: Any,
+    max_treedepth: int,
+    exact_extremes: bool = True,
+    var_names: Sequence[str] | None = None,
+) -> Callable[[], dict[str, Any]]:
+    """Start :func:`check_diagnostics` in another thread; return the function that ends it.
+
+    The returned function waits for the check, warns as :func:`check_diagnostics` does
+    (in its caller's thread) and returns the report. Where this process has loaded the
+    C library the check is one call of it without the GIL, so the caller's thread works
+    meanwhile (``kl.sample`` builds the DataTree, on the otherwise idle second core);
+    otherwise the check runs when the returned function is called. The arguments are
+    checked now.
+    """
+    posterior, stats = _checked_arrays(idata, var_names)
+    if not native_available():
+
+        def check() -> dict[str, Any]:
+            report = _diagnose(posterior, stats, max_treedepth, exact_extremes)
+            for message in report["messages"]:
+                warnings.warn(message, SamplingWarning, stacklevel=3)
+            return report
+
+        return check
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            done["report"] = _diagnose(posterior, stats, max_treedepth, exact_extremes)
+        except BaseException as exc:  # noqa: BLE001 (raised again by the caller's thread)
+            done["error"] = exc
+
+    thread = threading.Thread(target=work, name="kiln-diagnostics", daemon=True)
+    thread.start()
+
+    def finish() -> dict[str, Any]:
+        thread.join()
+        if "error" in done:
+            raise done["error"]
+        report: dict[str, Any] = done["report"]
+        for message in report["messages"]:
+            warnings.warn(message, SamplingWarning, stacklevel=3)
+        return report
+
+    return finish
+
+
+def _checked_arrays(
+    idata: Any, var_names: Sequence[str] | None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Return the posterior (``var_names`` of it) and statistics arrays of ``idata``."""
     if isinstance(idata, Trace):
-        posterior, stats = idata.posterior, idata.sample_stats
+        posterior, stats = dict(idata.posterior), dict(idata.sample_stats)
     else:
         posterior = {k: v.values for k, v in idata["posterior"].data_vars.items()}
         stats = {k: v.values for k, v in idata["sample_stats"].data_vars.items()}
@@ -159,11 +227,7 @@ def check_diagnostics(
         if missing:
             raise KeyError(f"var_names: {missing} are not in the posterior ({sorted(posterior)})")
         posterior = {k: posterior[k] for k in var_names}
-    report = _diagnose(posterior, stats, max_treedepth, exact_extremes)
-    if warn:
-        for message in report["messages"]:
-            warnings.warn(message, SamplingWarning, stacklevel=3)
-    return report
+    return posterior, stats
 
 
 def _diagnose(
@@ -217,24 +281,20 @@ def _columns(arrays: list[np.ndarray], chains: int, draws: int) -> list[np.ndarr
     return [np.reshape(a, (chains, draws, -1)) for a in arrays]
 
 
-def _element_rows(parts: list[np.ndarray], scratch_name: str | None = None) -> np.ndarray:
+def _element_rows(parts: list[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
     """Return the ``(chain, draw, k_i)`` ``parts`` side by side as one ``(chain, draw, k)``.
 
-    A transposed view of a contiguous ``(k, chain, draw)`` float array: the layout
-    :func:`rhat_ess` works in, so that it copies nothing more. With ``scratch_name``,
-    in this thread's scratch array of that name (:func:`kiln_samplers._diagnostics.scratch`).
+    A transposed view of a contiguous ``(k, chain, draw)`` float array (``out``'s memory
+    when given: a flat array of that size): the layout :func:`rhat_ess` works in.
     """
     chains, draws = parts[0].shape[:2]
     shape = (sum(p.shape[2] for p in parts), chains, draws)
-    if scratch_name is None:
-        out = np.empty(shape)
-    else:
-        out = scratch(scratch_name, shape[0] * chains * draws).reshape(shape)
+    rows = np.empty(shape) if out is None else out.reshape(shape)
     at = 0
     for part in parts:
-        out[at : at + part.shape[2]] = part.transpose(2, 0, 1)
+        rows[at : at + part.shape[2]] = part.transpose(2, 0, 1)
         at += part.shape[2]
-    return out.transpose(1, 2, 0)
+    return rows.transpose(1, 2, 0)
 
 
 def _screened_rhat_ess(
@@ -245,18 +305,35 @@ def _screened_rhat_ess(
     Every element exactly when the run is short; otherwise the screen's values, replaced
     by the exact ones for the elements the screen picks (see :func:`check_diagnostics`).
     Also returns the screen's draws per chain (None: no screen). With ``exact_extremes``
-    only the exact values are returned (the picked elements').
+    only the exact values are returned (the picked elements'). By the C library in one
+    call when it is loaded (:func:`kiln_samplers._diagnostics.screened_rhat_ess`), by
+    NumPy otherwise.
     """
     if not arrays:
         return np.empty(0), np.empty(0), None
     chains, draws = arrays[0].shape[:2]
     columns = _columns(arrays, chains, draws)
     step = draws // SCREEN_DRAWS
+    screened = SCREEN_DRAWS if step >= 2 else None
+    native = screened_rhat_ess(
+        columns, step, SCREEN_DRAWS, _SCREEN_RHAT, 2 * min_ess, extremes=exact_extremes
+    )
+    if native is not None:
+        rhat, ess, status = native
+        left = np.flatnonzero(status > EXACT)
+        if left.size:  # (their ESS needs NumPy's transforms)
+            rhat[left], ess[left] = _rhat_ess_rows(_gather(columns, left))
+        if exact_extremes:
+            exact = status != SCREENED
+            return rhat[exact], ess[exact], screened
+        return rhat, ess, screened
     if step < 2:
         rhat, ess = _rhat_ess_rows(_element_rows(columns))
         return rhat, ess, None
-    thin = _element_rows([c[:, ::step][:, :SCREEN_DRAWS] for c in columns], "screen")
-    rhat_s, ess_s = _rhat_ess_rows(thin)
+    size = sum(c.shape[2] for c in columns) * chains * SCREEN_DRAWS
+    with scratch("screen", size) as out:
+        thin = _element_rows([c[:, ::step][:, :SCREEN_DRAWS] for c in columns], out)
+        rhat_s, ess_s = _rhat_ess_rows(thin)
     with np.errstate(invalid="ignore"):
         suspect = (rhat_s > _SCREEN_RHAT) | (ess_s < 2 * min_ess) | np.isnan(rhat_s)
     picked = set(np.flatnonzero(suspect).tolist())
@@ -270,9 +347,9 @@ def _screened_rhat_ess(
     else:
         rhat, ess = np.empty(0), np.empty(0)
     if exact_extremes:
-        return rhat, ess, thin.shape[1]
+        return rhat, ess, screened
     rhat_s[index], ess_s[index] = rhat, ess
-    return rhat_s, ess_s, thin.shape[1]
+    return rhat_s, ess_s, screened
 
 
 def _gather(columns: list[np.ndarray], index: np.ndarray) -> np.ndarray:
@@ -283,7 +360,7 @@ def _gather(columns: list[np.ndarray], index: np.ndarray) -> np.ndarray:
     for i in index.tolist():
         a = int(np.searchsorted(ends, i, side="right"))
         parts.append(columns[a][:, :, i - (ends[a] - sizes[a]), None])
-    return _element_rows(parts, "exact")
+    return _element_rows(parts)
 
 
 def _rhat_ess_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
