@@ -55,7 +55,7 @@ _SOURCE = Path(__file__).with_name("_nuts_kernel.c")
 #: The library's sources: the kernel, and the diagnostics' passes after their sort
 #: (``_diagnostics_kernel.c``, called by :mod:`kiln_samplers._diagnostics`).
 _SOURCES = (_SOURCE, Path(__file__).with_name("_diagnostics_kernel.c"))
-_FLAGS = ("-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
+_FLAGS = ("-O2", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-math-errno")
 _COMPILE_TIMEOUT_S = 120.0
 
 _f8 = ctypes.c_double
@@ -270,11 +270,14 @@ def library() -> Any:
                 _p, _p, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,
                 _i4, _i4, _i4, ctypes.POINTER(_i4), ctypes.POINTER(_i8),
             )  # fmt: skip
-            lib.kiln_screened_rhat_ess.restype = None
-            lib.kiln_screened_rhat_ess.argtypes = (
+            screened = (
                 _i8, _i8, _i8, _p, _p, _p, _i8, _i8, _f8, _f8, ctypes.c_int, _p, _p, _i8, _p,
                 _p, _p, _p,
             )  # fmt: skip
+            lib.kiln_screened_rhat_ess_start.restype = _p
+            lib.kiln_screened_rhat_ess_start.argtypes = screened
+            lib.kiln_screened_rhat_ess_join.restype = None
+            lib.kiln_screened_rhat_ess_join.argtypes = (_p,)
             _state.library = lib
         return _state.library
 

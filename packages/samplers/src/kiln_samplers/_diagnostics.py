@@ -24,7 +24,6 @@ from :class:`statistics.NormalDist` (Wichura's AS241, about 1e-15 from
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import statistics
@@ -319,9 +318,60 @@ def screened_rhat_ess(
     the status says which (``SCREENED``, ``EXACT``; the third value: left to NumPy, the
     values not set). With ``step < 2`` every element on every draw.
 
-    One call of the C library (``kiln_screened_rhat_ess`` in ``_diagnostics_kernel.c``),
-    without the GIL: other threads run meanwhile. None when this process has not loaded
-    the library (:func:`native_available`).
+    Computed by the C library (``kiln_screened_rhat_ess`` in ``_diagnostics_kernel.c``);
+    None when this process has not loaded it (:func:`native_available`).
+    """
+    pending = start_screened_rhat_ess(columns, step, kept, rhat_above, ess_below, extremes)
+    return None if pending is None else pending()
+
+
+class PendingRhatEss:
+    """:func:`screened_rhat_ess` running in threads of the C library; call it to wait.
+
+    The threads are POSIX threads that never take the GIL: Python threads run
+    meanwhile. The object holds every array they read and write until they are done
+    (waited for when called, or when the object is collected).
+    """
+
+    def __init__(
+        self,
+        lib: Any,
+        handles: list[int | None],
+        held: list[Any],
+        leases: contextlib.ExitStack,
+        out: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> None:
+        self._lib, self._handles, self._held, self._leases = lib, handles, held, leases
+        self._out = out
+
+    def __call__(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Wait for the threads; return R-hat, ESS and status (:func:`screened_rhat_ess`)."""
+        self._join()
+        return self._out
+
+    def _join(self) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            self._lib.kiln_screened_rhat_ess_join(handle)  # (ctypes: without the GIL)
+        self._held = []
+        self._leases.close()
+
+    def __del__(self) -> None:
+        self._join()
+
+
+def start_screened_rhat_ess(
+    columns: list[np.ndarray],
+    step: int = 1,
+    kept: int = 0,
+    rhat_above: float = np.inf,
+    ess_below: float = 0.0,
+    extremes: bool = False,
+) -> PendingRhatEss | None:
+    """Start :func:`screened_rhat_ess` in threads of the C library; None if not loaded.
+
+    Two threads, half the elements each, when there are many values to read and no
+    ``extremes`` (which are of all the elements); one otherwise.
     """
     lib = _native_library()
     if lib is None:
@@ -338,28 +388,31 @@ def screened_rhat_ess(
     scores = _normal_scores(size)
     kept_scores = _normal_scores(2 * chains * (kept // 2)) if step >= 2 else scores
     rhat, ess, status = np.empty(n), np.empty(n), np.empty(n, dtype=np.int8)
-
-    def run(part: slice) -> None:
-        with scratch("work", 7 * size + 4 * chains) as work:
-            lib.kiln_screened_rhat_ess(
+    read = n * chains * (min(draws, kept) if step >= 2 else draws)
+    parts = [slice(0, n)]
+    if not extremes and n > 1 and read >= _THREADED_VALUES:
+        parts = [slice(0, n // 2), slice(n // 2, n)]
+    leases = contextlib.ExitStack()
+    held = [columns, address, chain_stride, draw_stride, scores, kept_scores]
+    handles: list[int | None] = []
+    # (made first: whatever happens next, it holds the arrays until the threads end)
+    pending = PendingRhatEss(lib, handles, held, leases, (rhat, ess, status))
+    for part in parts:
+        work = leases.enter_context(scratch("work", 7 * size + 4 * chains))
+        handles.append(
+            lib.kiln_screened_rhat_ess_start(
                 part.stop - part.start, chains, draws, address[part].ctypes.data,
                 chain_stride[part].ctypes.data, draw_stride[part].ctypes.data, step, kept,
                 rhat_above, ess_below, bool(extremes), scores.ctypes.data,
                 kept_scores.ctypes.data, _MAX_LAG, work.ctypes.data, rhat[part].ctypes.data,
                 ess[part].ctypes.data, status[part].ctypes.data,
-            )  # fmt: skip
-
-    read = n * chains * (min(draws, kept) if step >= 2 else draws)
-    if extremes or n < 2 or read < _THREADED_VALUES:  # (the extremes are of all elements)
-        run(slice(0, n))
-    else:  # two threads, half the elements each
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            list(pool.map(run, (slice(0, n // 2), slice(n // 2, n))))
-    return rhat, ess, status
+            )
+        )  # fmt: skip
+    return pending
 
 
-#: Values read (elements x chains x draws) above which :func:`screened_rhat_ess` uses
-#: two threads.
+#: Values read (elements x chains x draws) above which :func:`start_screened_rhat_ess`
+#: uses two threads.
 _THREADED_VALUES = 200_000
 
 

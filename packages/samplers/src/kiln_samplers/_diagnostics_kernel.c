@@ -16,6 +16,7 @@
  * test compares them, and both to ArviZ's.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +197,7 @@ static uint64_t ordered_bits(double x) {
 
 /* The positions of v[0..n) in ascending order (ties keep their order), into order.
  *
- * A stable LSD radix sort, eight bits a pass, of one word per value: the value's
+ * A stable LSD radix sort, three passes of 11 bits, of one word per value: the value's
  * order-preserving bits, less the smallest value's, shifted to the 32 bits below the
  * highest bit in which the values differ, above the value's position. Values closer
  * than the range over 2^32 can come out of order; an insertion sort by the values
@@ -220,25 +221,30 @@ static void argsort(const double *v, int64_t n, int64_t *order, uint64_t *keys,
     int top = 63;
     while (top >= 0 && !(((lo ^ hi) >> top) & 1)) top--;
     int low = top > 31 ? top - 31 : 0; /* the sorted bits: low .. top (none: all equal) */
-    uint32_t count[4][256];
+    static const int shift[3] = {32, 43, 54};    /* three digits: 11, 11 and 10 bits */
+    static const uint64_t digit[3] = {2047, 2047, 1023};
+    uint32_t count[3][2048];
     memset(count, 0, sizeof count);
     for (int64_t i = 0; i < n; i++) {
         uint64_t k = top < 0 ? 0 : (keys[i] - lo) >> low;
         keys[i] = (k << 32) | (uint64_t)i;
-        for (int d = 0; d < 4; d++) count[d][(k >> (8 * d)) & 255]++;
+        count[0][k & 2047]++;
+        count[1][(k >> 11) & 2047]++;
+        count[2][k >> 22]++;
     }
     uint64_t *src = keys, *dst = spare;
-    for (int d = 0; d < 4; d++) {
-        int s = 32 + 8 * d;
+    for (int d = 0; d < 3; d++) {
+        int s = shift[d];
+        uint64_t mask = digit[d];
         uint32_t *c = count[d];
-        if (c[(src[0] >> s) & 255] == (uint32_t)n) continue; /* one digit for all */
+        if (c[(src[0] >> s) & mask] == (uint32_t)n) continue; /* one digit for all */
         uint32_t sum = 0;
-        for (int b = 0; b < 256; b++) {
+        for (uint64_t b = 0; b <= mask; b++) {
             uint32_t t = c[b];
             c[b] = sum;
             sum += t;
         }
-        for (int64_t i = 0; i < n; i++) dst[c[(src[i] >> s) & 255]++] = src[i];
+        for (int64_t i = 0; i < n; i++) dst[c[(src[i] >> s) & mask]++] = src[i];
         uint64_t *t = src;
         src = dst;
         dst = t;
@@ -261,6 +267,40 @@ static void argsort(const double *v, int64_t n, int64_t *order, uint64_t *keys,
     }
 }
 
+/* The merge of the two sorted runs of |ordered[j] - median| (positions below `below`,
+ * read backwards, and the rest), ties taking the lower run first: their values into
+ * value[], their rows' positions (at[j]) into value_at[]. Without branches (which run
+ * comes next is a coin toss) and from both ends at once: two independent chains of
+ * loads and compares, each meeting the other in the middle. */
+static void fold_merge(int64_t size, int64_t below, double median, const double *ordered,
+                       const int64_t *at, double *value, int64_t *value_at) {
+    int64_t lo = below - 1, hi = below;   /* the front: the smallest not yet taken */
+    int64_t lb = 0, hb = size - 1;        /* the back: the largest not yet taken */
+    int64_t back = size - size / 2, front = size / 2;
+    for (int64_t k = 0; k < back; k++) {
+        double l = median - ordered[lb < below ? lb : 0];
+        double r = ordered[hb >= below ? hb : size - 1] - median;
+        l = lb < below ? l : -INFINITY;
+        r = hb >= below ? r : -INFINITY;
+        int64_t take_r = r >= l; /* (a tie: the upper run's goes last) */
+        value[size - 1 - k] = take_r ? r : l;
+        value_at[size - 1 - k] = at[take_r ? hb : lb];
+        hb -= take_r;
+        lb += 1 - take_r;
+        if (k < front) {
+            double l2 = median - ordered[lo >= 0 ? lo : 0];
+            double r2 = ordered[hi < size ? hi : size - 1] - median;
+            l2 = lo >= 0 ? l2 : INFINITY;
+            r2 = hi < size ? r2 : INFINITY;
+            int64_t take_l = l2 <= r2;
+            value[k] = take_l ? l2 : r2;
+            value_at[k] = at[take_l ? lo : hi];
+            lo -= take_l;
+            hi += 1 - take_l;
+        }
+    }
+}
+
 /* R-hat (the larger of bulk and tail) and bulk ESS of one row of chains x draws values
  * (the split chains end to end), given its ascending order at. Returns 0, or 1 when
  * the ESS needs more than max_lag lags (nothing set: the row is left to NumPy). work:
@@ -270,7 +310,7 @@ static int row_rhat_ess(int64_t chains, int64_t draws, const double *row, const 
                         double *ess) {
     int64_t size = chains * draws;
     double *ordered = work, *z = work + size, *mean = work + 2 * size, *var = mean + chains;
-    int64_t *merged = (int64_t *)(var + chains), *folded_at = merged;
+    int64_t *folded_at = (int64_t *)(var + chains);
     for (int64_t j = 0; j < size; j++) ordered[j] = row[at[j]];
     z_scale(size, at, ordered, scores, z);
     chain_moments(z, chains, draws, mean, var);
@@ -283,24 +323,19 @@ static int row_rhat_ess(int64_t chains, int64_t draws, const double *row, const 
         *ess = ess_of(z, chains, draws, mean, max_lag);
         if (isnan(*ess)) return 1;
     }
-    /* The folded values |x - median| in ascending order: the positions below the
-     * median, read backwards, merged with those above (ties: the lower run first). */
+    /* The folded values |x - median| in ascending order, into z (the bulk scores are
+     * done with), their rows' positions into folded_at: the values below the median,
+     * read backwards, merged with those above (ties: the lower run first). */
     double median = 0.5 * (ordered[(size - 1) / 2] + ordered[size / 2]);
-    int64_t below = 0;
-    while (below < size && ordered[below] < median) below++;
-    int64_t lo = below - 1, hi = below, m = 0;
-    while (lo >= 0 || hi < size) {
-        double left = lo >= 0 ? median - ordered[lo] : INFINITY;
-        double right = hi < size ? ordered[hi] - median : INFINITY;
-        merged[m++] = (lo >= 0 && (hi >= size || left <= right)) ? lo-- : hi++;
+    int64_t below = 0, above = size; /* below: the first position not < median */
+    while (below < above) {
+        int64_t mid = below + (above - below) / 2;
+        if (ordered[mid] < median)
+            below = mid + 1;
+        else
+            above = mid;
     }
-    /* their values into z (the bulk scores are done with), their rows' positions over
-     * the merge's */
-    for (m = 0; m < size; m++) {
-        int64_t j = merged[m];
-        z[m] = j < below ? median - ordered[j] : ordered[j] - median;
-        folded_at[m] = at[j];
-    }
+    fold_merge(size, below, median, ordered, at, z, folded_at);
     /* ordered[] (no longer needed) takes the folded values' scores */
     z_scale(size, folded_at, z, scores, ordered);
     chain_moments(ordered, chains, draws, mean, var);
@@ -363,8 +398,8 @@ static int element_rhat_ess(const char *base, int64_t chain_stride, int64_t draw
  * work: 7 * 2 * chains * (draws / 2) + 4 * chains doubles. status[i]: 0 where rhat[i]
  * and ess[i] are the screen's, 1 where they are computed on every draw, 2 where the
  * values on every draw are left to NumPy (an ESS needing more than max_lag lags). NaN
- * where a draw read is NaN. Thread-safe; called without the GIL. */
-void kiln_screened_rhat_ess(int64_t n, int64_t chains, int64_t draws, const int64_t *address,
+ * where a draw read is NaN. Thread-safe. */
+static void kiln_screened_rhat_ess(int64_t n, int64_t chains, int64_t draws, const int64_t *address,
                             const int64_t *chain_stride, const int64_t *draw_stride,
                             int64_t step, int64_t kept, double rhat_above, double ess_below,
                             int extremes, const double *scores, const double *kept_scores,
@@ -397,4 +432,61 @@ void kiln_screened_rhat_ess(int64_t n, int64_t chains, int64_t draws, const int6
                              max_lag, work, &rhat[i], &ess[i]))
             status[i] = 2;
     }
+}
+
+/* kiln_screened_rhat_ess in a thread of its own (a POSIX thread: it never needs the
+ * GIL, so it runs while the caller's Python thread works): the arguments are copied,
+ * and every array they point to must live until kiln_screened_rhat_ess_join returns.
+ * Returns the handle to join; NULL when no thread could be started, in which case the
+ * work is done before returning (joining NULL does nothing). */
+typedef struct {
+    int64_t n, chains, draws;
+    const int64_t *address, *chain_stride, *draw_stride;
+    int64_t step, kept;
+    double rhat_above, ess_below;
+    int extremes;
+    const double *scores, *kept_scores;
+    int64_t max_lag;
+    double *work, *rhat, *ess;
+    int8_t *status;
+    pthread_t thread;
+} screened_call_t;
+
+static void *screened_thread(void *arg) {
+    screened_call_t *c = (screened_call_t *)arg;
+    kiln_screened_rhat_ess(c->n, c->chains, c->draws, c->address, c->chain_stride,
+                           c->draw_stride, c->step, c->kept, c->rhat_above, c->ess_below,
+                           c->extremes, c->scores, c->kept_scores, c->max_lag, c->work,
+                           c->rhat, c->ess, c->status);
+    return NULL;
+}
+
+void *kiln_screened_rhat_ess_start(int64_t n, int64_t chains, int64_t draws,
+                                   const int64_t *address, const int64_t *chain_stride,
+                                   const int64_t *draw_stride, int64_t step, int64_t kept,
+                                   double rhat_above, double ess_below, int extremes,
+                                   const double *scores, const double *kept_scores,
+                                   int64_t max_lag, double *work, double *rhat, double *ess,
+                                   int8_t *status) {
+    screened_call_t *c = (screened_call_t *)malloc(sizeof *c);
+    if (c != NULL) {
+        screened_call_t call = {n, chains, draws, address, chain_stride, draw_stride, step,
+                                kept, rhat_above, ess_below, extremes, scores, kept_scores,
+                                max_lag, work, rhat, ess, status};
+        *c = call;
+        if (pthread_create(&c->thread, NULL, screened_thread, c) == 0) return c;
+        free(c);
+    }
+    kiln_screened_rhat_ess(n, chains, draws, address, chain_stride, draw_stride, step, kept,
+                           rhat_above, ess_below, extremes, scores, kept_scores, max_lag, work,
+                           rhat, ess, status);
+    return NULL;
+}
+
+/* Wait for the thread of kiln_screened_rhat_ess_start (its handle; NULL: nothing). */
+void kiln_screened_rhat_ess_join(void *handle) {
+    if (handle == NULL) return;
+    screened_call_t *c = (screened_call_t *)handle;
+    pthread_join(c->thread, NULL);
+    free(c);
 }

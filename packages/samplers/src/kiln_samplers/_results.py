@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
-import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -15,10 +14,10 @@ from kiln_samplers import _xarray_internals
 from kiln_samplers._diagnostics import (
     EXACT,
     SCREENED,
-    native_available,
+    PendingRhatEss,
     rhat_ess,
     scratch,
-    screened_rhat_ess,
+    start_screened_rhat_ess,
 )
 from kiln_samplers._sample import Trace
 
@@ -175,37 +174,19 @@ def start_check_diagnostics(
 
     The returned function waits for the check, warns as :func:`check_diagnostics` does
     (in its caller's thread) and returns the report. Where this process has loaded the
-    C library the check is one call of it without the GIL, so the caller's thread works
-    meanwhile (``kl.sample`` builds the DataTree, on the otherwise idle second core);
-    otherwise the check runs when the returned function is called. The arguments are
-    checked now.
+    C library, R-hat and ESS are computed in threads of it that never take the GIL, so
+    the caller's thread works meanwhile (``kl.sample`` builds the DataTree, on the
+    otherwise idle second core); otherwise when the returned function is called. The
+    arguments are checked now.
     """
     posterior, stats = _checked_arrays(idata, var_names)
-    if not native_available():
-
-        def check() -> dict[str, Any]:
-            report = _diagnose(posterior, stats, max_treedepth, exact_extremes)
-            for message in report["messages"]:
-                warnings.warn(message, SamplingWarning, stacklevel=3)
-            return report
-
-        return check
-    done: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            done["report"] = _diagnose(posterior, stats, max_treedepth, exact_extremes)
-        except BaseException as exc:  # noqa: BLE001 (raised again by the caller's thread)
-            done["error"] = exc
-
-    thread = threading.Thread(target=work, name="kiln-diagnostics", daemon=True)
-    thread.start()
+    arrays = [np.asarray(v) for v in posterior.values()]
+    chains = arrays[0].shape[0] if arrays else 0
+    started = _start_native(arrays, 100 * chains, exact_extremes) if chains > 1 else None
 
     def finish() -> dict[str, Any]:
-        thread.join()
-        if "error" in done:
-            raise done["error"]
-        report: dict[str, Any] = done["report"]
+        native = started() if started is not None else None
+        report = _diagnose(posterior, stats, max_treedepth, exact_extremes, native)
         for message in report["messages"]:
             warnings.warn(message, SamplingWarning, stacklevel=3)
         return report
@@ -235,8 +216,13 @@ def _diagnose(
     stats: Mapping[str, np.ndarray],
     max_treedepth: int,
     exact_extremes: bool,
+    native: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """Return :func:`check_diagnostics`'s report of the ``(chain, draw, ...)`` arrays."""
+    """Return :func:`check_diagnostics`'s report of the ``(chain, draw, ...)`` arrays.
+
+    ``native``: the C library's R-hat, ESS and status of the posterior's elements, when
+    :func:`_start_native` computed them already.
+    """
     # Gradient-free steps have no divergences nor trees (their stats differ from NUTS's).
     n_div = int(np.count_nonzero(stats["diverging"])) if "diverging" in stats else 0
     arrays = [np.asarray(v) for v in posterior.values()]
@@ -257,7 +243,7 @@ def _diagnose(
             "max_treedepth, reparameterize, or check the posterior's geometry."
         )
     if chains > 1 and draws >= 4:
-        rhat, ess, screened = _screened_rhat_ess(arrays, 100 * chains, exact_extremes)
+        rhat, ess, screened = _screened_rhat_ess(arrays, 100 * chains, exact_extremes, native)
         max_rhat = float(np.nanmax(rhat, initial=-np.inf)) if rhat.size else np.nan
         min_ess = float(np.nanmin(ess, initial=np.inf)) if ess.size else np.nan
         max_rhat = max_rhat if np.isfinite(max_rhat) else float("nan")  # no finite R-hat
@@ -297,17 +283,34 @@ def _element_rows(parts: list[np.ndarray], out: np.ndarray | None = None) -> np.
     return rows.transpose(1, 2, 0)
 
 
+def _start_native(
+    arrays: list[np.ndarray], min_ess: float, exact_extremes: bool
+) -> PendingRhatEss | None:
+    """Start :func:`_screened_rhat_ess`'s work in the C library (None: not loaded)."""
+    if not arrays or arrays[0].shape[1] < 4:
+        return None
+    chains, draws = arrays[0].shape[:2]
+    step = draws // SCREEN_DRAWS
+    return start_screened_rhat_ess(
+        _columns(arrays, chains, draws), step, SCREEN_DRAWS, _SCREEN_RHAT, 2 * min_ess,
+        extremes=exact_extremes,
+    )  # fmt: skip
+
+
 def _screened_rhat_ess(
-    arrays: list[np.ndarray], min_ess: float, exact_extremes: bool = True
+    arrays: list[np.ndarray],
+    min_ess: float,
+    exact_extremes: bool = True,
+    native: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int | None]:
     """Return R-hat and bulk ESS of every element: exact where they decide the warnings.
 
     Every element exactly when the run is short; otherwise the screen's values, replaced
     by the exact ones for the elements the screen picks (see :func:`check_diagnostics`).
     Also returns the screen's draws per chain (None: no screen). With ``exact_extremes``
-    only the exact values are returned (the picked elements'). By the C library in one
-    call when it is loaded (:func:`kiln_samplers._diagnostics.screened_rhat_ess`), by
-    NumPy otherwise.
+    only the exact values are returned (the picked elements'). By the C library when it
+    is loaded (:func:`kiln_samplers._diagnostics.start_screened_rhat_ess`; ``native``:
+    its result, computed already), by NumPy otherwise.
     """
     if not arrays:
         return np.empty(0), np.empty(0), None
@@ -315,9 +318,9 @@ def _screened_rhat_ess(
     columns = _columns(arrays, chains, draws)
     step = draws // SCREEN_DRAWS
     screened = SCREEN_DRAWS if step >= 2 else None
-    native = screened_rhat_ess(
-        columns, step, SCREEN_DRAWS, _SCREEN_RHAT, 2 * min_ess, extremes=exact_extremes
-    )
+    if native is None:
+        started = _start_native(arrays, min_ess, exact_extremes)
+        native = started() if started is not None else None
     if native is not None:
         rhat, ess, status = native
         left = np.flatnonzero(status > EXACT)
