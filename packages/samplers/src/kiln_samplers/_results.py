@@ -170,7 +170,7 @@ def start_check_diagnostics(
     exact_extremes: bool = True,
     var_names: Sequence[str] | None = None,
 ) -> Callable[[], dict[str, Any]]:
-    """Start :func:`check_diagnostics` in another thread; return the function that ends it.
+    """Start :func:`check_diagnostics`; return the function that finishes it.
 
     The returned function waits for the check, warns as :func:`check_diagnostics` does
     (in its caller's thread) and returns the report. Where this process has loaded the
