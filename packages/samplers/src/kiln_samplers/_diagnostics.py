@@ -341,7 +341,7 @@ class PendingRhatEss:
         leases: contextlib.ExitStack,
         out: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
-        self._lib, self._handles, self._held, self._leases = lib, handles, held, leases
+        self._library, self._handles, self._held, self._leases = lib, handles, held, leases
         self._out = out
 
     def __call__(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -352,7 +352,7 @@ class PendingRhatEss:
     def _join(self) -> None:
         handles, self._handles = self._handles, []
         for handle in handles:
-            self._lib.kiln_screened_rhat_ess_join(handle)  # (ctypes: without the GIL)
+            self._library.kiln_screened_rhat_ess_join(handle)  # (ctypes: without the GIL)
         self._held = []
         self._leases.close()
 
