@@ -100,7 +100,7 @@ def test_the_c_library_computes_what_numpy_computes(monkeypatch: pytest.MonkeyPa
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
     # the element of AR(0.995) is left to NumPy (statuses: exact, exact, exact, left)
-    assert _diagnostics.screened_rhat_ess([cases[0]])[2].tolist() == [1, 1, 1, 2]
+    assert _diagnostics.start_screened_rhat_ess([cases[0]])()[2].tolist() == [1, 1, 1, 2]
 
 
 @pytest.mark.parametrize("exact_extremes", [False, True])

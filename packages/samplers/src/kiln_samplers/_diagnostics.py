@@ -11,7 +11,7 @@ functions return ArviZ's numbers.
 shaped ``shape``. Two implementations compute the same numbers (a test compares them,
 and both to ArviZ): the C library of the NUTS kernel (``_diagnostics_kernel.c``, loaded
 by :mod:`kiln_samplers._c_nuts`), one call without the GIL that sorts, ranks and sums
-each element in a few linear passes (:func:`screened_rhat_ess`; it also runs the
+each element in a few linear passes (:func:`start_screened_rhat_ess`; it also runs the
 screen of :func:`kiln_samplers.check_diagnostics`); and NumPy, used where the library is
 not loaded, where every array is ``(k, chain, draw)``: one row per element, so that
 sorts and FFTs run over contiguous memory.
@@ -235,7 +235,7 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     NaN where ArviZ answers NaN: an element with a NaN draw, fewer than 4 draws, and
     (R-hat only) a single chain. Computed by the C library when this process has
-    loaded it (:func:`screened_rhat_ess`), by NumPy otherwise: the same numbers.
+    loaded it (:func:`start_screened_rhat_ess`), by NumPy otherwise: the same numbers.
     """
     ary = np.asarray(samples, dtype=float)
     if ary.ndim < 2:
@@ -244,10 +244,10 @@ def rhat_ess(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if draws < _MIN_DRAWS:
         return np.full(shape, np.nan), np.full(shape, np.nan)
     columns = ary.reshape(chains, draws, -1)
-    native = screened_rhat_ess([columns])
-    if native is None:
+    pending = start_screened_rhat_ess([columns])
+    if pending is None:
         return _numpy_rhat_ess_of(columns, shape)
-    rhat, ess, status = native
+    rhat, ess, status = pending()
     left = np.flatnonzero(status == _LEFT_TO_NUMPY)
     if left.size:
         rhat[left], ess[left] = _numpy_rhat_ess_of(columns[:, :, left], (left.size,))
@@ -279,7 +279,7 @@ def _numpy_rhat_ess_of(
 #: Lags the C library sums before it leaves an element's ESS to NumPy's transforms (an
 #: element whose draws are far from independent: summing lag by lag would cost more).
 _MAX_LAG = 64
-#: :func:`screened_rhat_ess`'s status of an element: its screen's values, its values on
+#: :func:`start_screened_rhat_ess`'s status of an element: its screen's values, its values on
 #: every draw, or its values on every draw left to NumPy (more than ``_MAX_LAG`` lags).
 SCREENED, EXACT, _LEFT_TO_NUMPY = 0, 1, 2
 
@@ -296,37 +296,12 @@ def _native_library() -> Any:
 
 
 def native_available() -> bool:
-    """Whether :func:`screened_rhat_ess` computes (the C library is loaded)."""
+    """Whether :func:`start_screened_rhat_ess` computes (the C library is loaded)."""
     return _native_library() is not None
 
 
-def screened_rhat_ess(
-    columns: list[np.ndarray],
-    step: int = 1,
-    kept: int = 0,
-    rhat_above: float = np.inf,
-    ess_below: float = 0.0,
-    extremes: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Return R-hat, bulk ESS and status of every element of ``columns``, or None.
-
-    ``columns`` are ``(chain, draw, k_i)`` arrays (views of any strides; at least 4
-    draws), their elements taken one after the other. With ``step >= 2`` each element
-    is first screened on its draws ``t * step``, ``t < kept``, and computed on every draw
-    where the screen gives an R-hat above ``rhat_above`` (or NaN) or an ESS below
-    ``ess_below`` (and, with ``extremes``, for the largest R-hat and the smallest ESS);
-    the status says which (``SCREENED``, ``EXACT``; the third value: left to NumPy, the
-    values not set). With ``step < 2`` every element on every draw.
-
-    Computed by the C library (``kiln_screened_rhat_ess`` in ``_diagnostics_kernel.c``);
-    None when this process has not loaded it (:func:`native_available`).
-    """
-    pending = start_screened_rhat_ess(columns, step, kept, rhat_above, ess_below, extremes)
-    return None if pending is None else pending()
-
-
 class PendingRhatEss:
-    """:func:`screened_rhat_ess` running in threads of the C library; call it to wait.
+    """:func:`start_screened_rhat_ess`'s work in threads of the C library; call it to wait.
 
     The threads are POSIX threads that never take the GIL: Python threads run
     meanwhile. The object holds every array they read and write until they are done
@@ -345,7 +320,7 @@ class PendingRhatEss:
         self._out = out
 
     def __call__(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Wait for the threads; return R-hat, ESS and status (:func:`screened_rhat_ess`)."""
+        """Wait for the threads; return R-hat, ESS and status of every element."""
         self._join()
         return self._out
 
@@ -368,10 +343,21 @@ def start_screened_rhat_ess(
     ess_below: float = 0.0,
     extremes: bool = False,
 ) -> PendingRhatEss | None:
-    """Start :func:`screened_rhat_ess` in threads of the C library; None if not loaded.
+    """Start computing R-hat, bulk ESS and status of every element of ``columns``.
 
+    ``columns`` are ``(chain, draw, k_i)`` arrays (views of any strides; at least 4
+    draws), their elements taken one after the other. With ``step >= 2`` each element
+    is first screened on its draws ``t * step``, ``t < kept``, and computed on every draw
+    where the screen gives an R-hat above ``rhat_above`` (or NaN) or an ESS below
+    ``ess_below`` (and, with ``extremes``, for the largest R-hat and the smallest ESS);
+    the status says which (``SCREENED``, ``EXACT``; the third value: left to NumPy, the
+    values not set). With ``step < 2`` every element on every draw.
+
+    Computed by the C library (``kiln_screened_rhat_ess`` in ``_diagnostics_kernel.c``)
+    in threads of its own: call the returned :class:`PendingRhatEss` for the results.
     Two threads, half the elements each, when there are many values to read and no
-    ``extremes`` (which are of all the elements); one otherwise.
+    ``extremes`` (which are of all the elements); one otherwise. None when this process
+    has not loaded the library (:func:`native_available`).
     """
     lib = _native_library()
     if lib is None:
