@@ -10,7 +10,7 @@ import pytest
 import kiln
 import kiln.tensor as kt
 from kiln_compile import function
-from kiln_numba import _chunks
+from kiln_numba import _chunks, _numba_internals
 from kiln_numba._chunks import split_body
 from kiln_numba._codegen import generate
 from kiln_numba._funcify import ModuleBuilder
@@ -43,6 +43,11 @@ def _scalar_graph(n: int) -> tuple[list, list]:
     return [x], [total, kiln.grad(total, x)]
 
 
+def chunks_named(namespace: dict) -> list[str]:
+    """Return the names of the chunk functions of a generated module's ``namespace``."""
+    return [n for n in namespace if n.startswith("chunk_")]
+
+
 def _reference(x: np.ndarray) -> tuple[float, np.ndarray]:
     k = np.arange(1.0, x.size + 1)
     return float(np.sum(np.exp(x) * k - x**2)), np.exp(x) * k - 2 * x
@@ -51,6 +56,7 @@ def _reference(x: np.ndarray) -> tuple[float, np.ndarray]:
 @pytest.mark.usefixtures("cache_dir")
 def test_a_long_body_becomes_calls_of_bounded_functions(monkeypatch):
     monkeypatch.setattr(_chunks, "CHUNK_LINES", 40)
+    monkeypatch.setattr(_chunks, "WHOLE_LINES", 40)
     inputs, outputs = _scalar_graph(60)
     f = function(inputs, outputs, mode=NUMBA, trust_input=True)
     sizes = _function_sizes(generate(f.fgraph).source)
@@ -64,6 +70,15 @@ def test_a_long_body_becomes_calls_of_bounded_functions(monkeypatch):
     want_value, want_grad = _reference(x)
     np.testing.assert_allclose(value, want_value, rtol=1e-12)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-12)
+    # Only kiln_fn calls the chunks: Numba compiles them without the wrappers that
+    # Python would call them through.
+    namespace = f.thunk.jit_fn.py_func.__globals__
+    options = _numba_internals.callee_options()
+    for name in chunks_named(namespace):
+        dispatcher = namespace[name]
+        assert dispatcher.overloads, name
+        for option, value in options.items():
+            assert dispatcher.targetoptions[option] is value
 
 
 @pytest.mark.usefixtures("cache_dir")
@@ -75,6 +90,7 @@ def test_split_and_whole_bodies_agree(monkeypatch):
     whole = function(inputs, outputs, mode=NUMBA, trust_input=True)
     assert not any(n.startswith("chunk") for n in _function_sizes(generate(whole.fgraph).source))
     monkeypatch.setattr(_chunks, "CHUNK_LINES", 4)
+    monkeypatch.setattr(_chunks, "WHOLE_LINES", 4)
     split = function(inputs, outputs, mode=NUMBA, trust_input=True)
     assert any(n.startswith("chunk") for n in _function_sizes(generate(split.fgraph).source))
     for a, b in zip(whole(x), split(x), strict=True):
@@ -97,7 +113,7 @@ def test_chunks_pass_what_later_chunks_read_and_what_they_rebind():
         "v_6 = v_3[1] + v_1 + c0",
         "return (v_6, v_2, )",
     ]
-    body = split_body(module, lines, ["i0", "c0"], size=1)
+    body = split_body(module, lines, ["i0", "c0"], size=1, whole=1)
     calls = body[:-1]
     assert body[-1] == lines[-1]
     assert len(calls) == 3 and len(module.helpers) == 3
@@ -115,3 +131,15 @@ def test_chunks_pass_what_later_chunks_read_and_what_they_rebind():
 def test_a_short_body_is_left_whole():
     lines = ["# a", "v_1 = i0 + 1.0", "return (v_1, )"]
     assert split_body(ModuleBuilder(), list(lines), ["i0"]) == lines
+
+
+def test_a_body_of_at_most_whole_lines_is_left_whole():
+    """Chunks are compiled twice (alone, then in their caller): only long bodies split."""
+    lines = [f"v_{k} = i0 + {k}.0" for k in range(1, 1000)]
+    lines = [s for k, line in enumerate(lines) for s in (f"# n{k}", line)]
+    lines.append("return (" + "".join(f"v_{k}, " for k in range(1, 1000)) + ")")
+    assert len(lines) <= _chunks.WHOLE_LINES
+    assert split_body(ModuleBuilder(), list(lines), ["i0"]) == lines
+    module = ModuleBuilder()
+    split = split_body(module, list(lines), ["i0"], whole=len(lines) - 1)
+    assert len(split) == len(module.helpers) + 1 > 5

@@ -79,13 +79,21 @@ _POLICY = CachePolicy(
 )
 
 
-def njit(*args: Any, cache: bool = False, **kwargs: Any) -> Any:
+def njit(*args: Any, cache: bool = False, callee: bool = False, **kwargs: Any) -> Any:
     """Return ``numba.njit``, with kiln's checked cache (beside the module) when ``cache``.
 
     Generated modules use it as ``@njit(cache=True, error_model='numpy')``. Caching is
     skipped when the module's ``__kiln_cache__`` global is false (a module that has no
-    file in the cache, e.g. when the cache is off or cannot be written).
+    file in the cache, e.g. when the cache is off or cannot be written). ``callee``
+    marks a function that only other compiled functions of the module call (its code is
+    cached inside theirs): it is compiled without the wrappers Python would call it
+    through (:func:`kiln_numba._numba_internals.callee_options`), and cannot be cached.
+    Calling such a function from Python is not checked by Numba: it crashes.
     """
+    if callee:
+        if cache:
+            raise TypeError("njit: a callee (callee=True) is cached inside its callers")
+        kwargs.update(internals.callee_options())
 
     def decorate(fn: Callable[..., Any]) -> Any:
         wanted = cache and fn.__globals__.get("__kiln_cache__", True)

@@ -4,11 +4,15 @@ Numba's typing, SSA and liveness passes and LLVM's optimizer grow faster than li
 in the size of one function: a model of a few thousand scalars written as one
 straight-line function of tens of thousands of statements takes minutes to compile,
 where the same statements in functions of a few hundred lines take seconds (a C
-compiler prefers small functions too). :func:`split_body` cuts a body between nodes
-(at its ``# <op>`` comment lines) into chunks of about :data:`CHUNK_LINES` lines; each
-chunk becomes a module function whose parameters are the values it reads from earlier
-chunks and whose results are the values later ones read, and the body calls them in
-order.
+compiler prefers small functions too). :func:`split_body` cuts a body of more than
+:data:`WHOLE_LINES` lines between nodes (at its ``# <op>`` comment lines) into chunks
+of about :data:`CHUNK_LINES` lines; each chunk becomes a module function whose
+parameters are the values it reads from earlier chunks and whose results are the
+values later ones read, and the body calls them in order.
+
+Splitting has a price: Numba optimizes each chunk and emits its machine code, then
+does both again for the whole function the chunks are linked into. A body is split
+only where that costs less than the superlinear growth of one function.
 """
 
 from __future__ import annotations
@@ -18,8 +22,13 @@ from collections.abc import Sequence
 
 from kiln_numba._funcify import ModuleBuilder
 
-#: A body longer than this is split; the chunks are about this long.
+#: A split body's chunks are about this long.
 CHUNK_LINES = 200
+#: A body of at most this many lines (comments included) stays one function. Measured
+#: on M4's pattern, cold (``benchmarks/cost_growth.py``; first call, one function
+#: against 200-line chunks): 1,070 lines 5.1 s against 7.0 s, 3,030 lines 17.4 s
+#: against 19.4 s, 4,950 lines 34.3 s against 29.8 s.
+WHOLE_LINES = 3500
 
 _NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 _TARGET = r"[A-Za-z_]\w*(?:\[[^\]]*\])?"
@@ -81,20 +90,25 @@ def _reads_and_kills(piece: Sequence[str], local: set[str]) -> tuple[list[str], 
 
 
 def split_body(
-    module: ModuleBuilder, lines: list[str], params: Sequence[str], size: int | None = None
+    module: ModuleBuilder,
+    lines: list[str],
+    params: Sequence[str],
+    size: int | None = None,
+    whole: int | None = None,
 ) -> list[str]:
     """Return the body ``lines`` (ending with its one ``return``) as calls of chunk functions.
 
-    ``params`` are the function's parameters. A body of at most about ``size`` lines
-    (default :data:`CHUNK_LINES`),
-    or one with a ``return`` before its last line, is returned as it is. Each chunk
+    ``params`` are the function's parameters. A body of at most ``whole`` lines (default
+    :data:`WHOLE_LINES`) or about ``size`` lines (default :data:`CHUNK_LINES`), or one
+    with a ``return`` before its last line, is returned as it is. Each chunk
     function takes the values it reads that earlier chunks (or ``params``) bound, and
     returns those it binds that later chunks read; the chunk functions are added to
     ``module.helpers``. Like the outlined loops, they are not cached on their own: the
     machine code of the function that calls them holds theirs.
     """
     size = CHUNK_LINES if size is None else size
-    if len(lines) <= size + size // 2 or not lines[-1].startswith("return ("):
+    whole = WHOLE_LINES if whole is None else whole
+    if len(lines) <= max(whole, size + size // 2) or not lines[-1].startswith("return ("):
         return lines
     if any(line.lstrip().startswith("return") for line in lines[:-1]):
         return lines
@@ -126,7 +140,8 @@ def split_body(
         ret = "return (" + "".join(f"{n}, " for n in returned) + ")"
         text = "\n".join("    " + line for line in [*piece, ret])
         args = ", ".join(reads)
-        module.helpers[name] = f"@njit(error_model='numpy')\ndef {name}({args}):\n{text}"
+        decorator = "@njit(error_model='numpy', callee=True)"
+        module.helpers[name] = f"{decorator}\ndef {name}({args}):\n{text}"
         targets = "".join(f"{n}, " for n in returned)
         body.append(f"({targets}) = {name}({args})" if returned else f"{name}({args})")
     body.append(lines[-1])

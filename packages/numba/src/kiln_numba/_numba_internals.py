@@ -22,7 +22,10 @@ compiles kiln's generated code; what makes it fast to load does not exist there:
   (:data:`NATIVE_ABI_C`: the arrays' data-model fields, the status and ``excinfo_t``
   of ``numba.core.callconv.CPUCallConv``, ``NRT_Free``);
 - the code-generation helpers of ``@intrinsic`` implementations (``numba.core.cgutils``,
-  ``numba.core.imputils.impl_ret_borrowed``).
+  ``numba.core.imputils.impl_ret_borrowed``);
+- two options of ``numba.njit`` that its documentation does not list
+  (:func:`callee_options`: ``no_cpython_wrapper``, ``no_cfunc_wrapper`` of
+  ``numba.core.options.DefaultOptions``).
 
 Each was read on the Numba versions of :data:`CHECKED` (``pyproject.toml`` bounds Numba
 the same way). With another version, or when a name is missing, :func:`usable` is false
@@ -145,6 +148,28 @@ def usable() -> bool:
     if missing:
         _warn(f"this Numba lacks internals kiln_numba uses ({', '.join(missing)})")
     return not missing
+
+
+# --- functions called only from compiled code -------------------------------------------
+
+
+def callee_options() -> dict[str, bool]:
+    """Return the ``numba.njit`` options of a function called only from compiled code.
+
+    Numba compiles a CPython wrapper (unboxing every argument) and a C-callback wrapper
+    with each function, and optimizes and emits both, although a function only another
+    njit function calls never runs them: for generated helpers of many array parameters
+    they are a fifth of the compile. Without checked internals: no options (the wrappers
+    are compiled, nothing else changes).
+    """
+    if not usable():
+        return {}
+    from numba.core.options import DefaultOptions
+
+    names = ("no_cpython_wrapper", "no_cfunc_wrapper")
+    if not all(hasattr(DefaultOptions, n) for n in names):
+        return {}
+    return {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
 # --- the checked per-function cache ---------------------------------------------------------

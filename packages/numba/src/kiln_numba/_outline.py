@@ -96,7 +96,7 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
         raised = [out_of_line_raise(module, line) for line in lines]
         body = "\n".join("    " + line for line in propagate_copies(promote_scalars(raised)))
         inline = INLINE_MARKER if len(params) + len(extra) <= MAX_INLINED_PARAMS else ""
-        return f"@njit(error_model='numpy'{inline})\ndef {name}({signature}):\n{body}"
+        return f"@njit(error_model='numpy', callee=True{inline})\ndef {name}({signature}):\n{body}"
 
     name = module.helper(key, source)
     module.outlined_calls += 1
