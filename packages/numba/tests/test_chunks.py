@@ -43,7 +43,7 @@ def _scalar_graph(n: int) -> tuple[list, list]:
     return [x], [total, kiln.grad(total, x)]
 
 
-def chunks_named(namespace: dict) -> list[str]:
+def _chunks_named(namespace: dict) -> list[str]:
     """Return the names of the chunk functions of a generated module's ``namespace``."""
     return [n for n in namespace if n.startswith("chunk_")]
 
@@ -74,7 +74,8 @@ def test_a_long_body_becomes_calls_of_bounded_functions(monkeypatch):
     # Python would call them through.
     namespace = f.thunk.jit_fn.py_func.__globals__
     options = _numba_internals.callee_options()
-    for name in chunks_named(namespace):
+    assert len(_chunks_named(namespace)) == len(chunks)
+    for name in _chunks_named(namespace):
         dispatcher = namespace[name]
         assert dispatcher.overloads, name
         for option, value in options.items():
