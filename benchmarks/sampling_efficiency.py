@@ -23,8 +23,10 @@ models.py`` is executed with ``kl`` bound to PyMC (plus ``transforms``) and ``kt
 same source builds both. M1-M3 are ``pymc_models.py``'s, as in ``peer_sampling.py``.
 
 ``--adaptation stan|grad`` picks the warm-up of kiln's NUTS (``NutsSettings.adaptation``,
-given as ``nuts_sampler_kwargs``; default: kiln's default); ``--engines`` runs some of
-the engines only (``--engines kiln`` to compare kiln's warm-ups).
+given as ``nuts_sampler_kwargs``; default: kiln's default) and ``--init`` kiln's
+``kl.sample(init=...)`` (``jitter+adapt_full``: its dense mass matrix; nutpie's engines
+keep their default); ``--engines`` runs some of the engines only (``--engines kiln`` to
+compare kiln's warm-ups).
 
 Run: ``python benchmarks/sampling_efficiency.py [--models ...] [--engines ...]
 [--adaptation ...] [--output FILE]``.
@@ -118,7 +120,7 @@ def _summary(idata: Any, wall: float, tune: int) -> dict:
     }
 
 
-def _child(model: str, engine: str, adaptation: str | None = None) -> dict:
+def _child(model: str, engine: str, adaptation: str | None = None, init: str | None = None) -> dict:
     """Run ``engine`` on ``model`` twice in this process; return the second run's summary."""
     pymc = engine == "pymc_nutpie"
     runs = []
@@ -137,10 +139,13 @@ def _child(model: str, engine: str, adaptation: str | None = None) -> dict:
             else:
                 import kiln as kl
 
-                options = {"adaptation": adaptation} if adaptation and engine == "kiln" else {}
+                ours = engine == "kiln"
+                options = {"adaptation": adaptation} if adaptation and ours else {}
+                chosen = {"init": init} if init and ours else {}
                 idata = kl.sample(
-                    nuts_sampler=engine, progressbar=False, nuts_sampler_kwargs=options, **SETTINGS
-                )
+                    nuts_sampler=engine, progressbar=False, nuts_sampler_kwargs=options,
+                    **chosen, **SETTINGS,
+                )  # fmt: skip
             runs.append(_summary(idata, time.perf_counter() - start, SETTINGS["tune"]))
     return runs[-1]
 
@@ -155,11 +160,12 @@ def run_efficiency(
     timeout: float = 1200.0,
     engines: tuple[str, ...] = ENGINES,
     adaptation: str | None = None,
+    init: str | None = None,
 ) -> dict:
     """Return the engines' warm runs on every model, and kiln's ratios to nutpie's."""
     import stage2
 
-    out: dict = {"settings": {**SETTINGS, "adaptation": adaptation}}
+    out: dict = {"settings": {**SETTINGS, "adaptation": adaptation, "init": init}}
     for model in models:
         row: dict = {}
         with tempfile.TemporaryDirectory(prefix="kiln-efficiency-") as cache:
@@ -168,6 +174,7 @@ def run_efficiency(
                     row[engine] = {"skipped": "not installed"}
                     continue
                 extra = ["--adaptation", adaptation] if adaptation else []
+                extra += ["--init", init] if init else []
                 row[engine] = stage2.run_child(
                     ["--child", model, "--engine", engine, *extra], cache, timeout, Path(__file__)
                 )
@@ -214,13 +221,16 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=[*_references(), *BENCH_MODELS])
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--adaptation", choices=("stan", "grad"))
+    parser.add_argument("--init", choices=("jitter+adapt_diag", "jitter+adapt_full"))
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.child, args.engine, args.adaptation)))
+        print(json.dumps(_child(args.child, args.engine, args.adaptation, args.init)))
         return
     sys.path.insert(0, str(HERE))
-    results = run_efficiency(args.models, engines=tuple(args.engines), adaptation=args.adaptation)
+    results = run_efficiency(
+        args.models, engines=tuple(args.engines), adaptation=args.adaptation, init=args.init
+    )
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(results, indent=2))

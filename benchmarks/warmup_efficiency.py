@@ -1,17 +1,19 @@
 """ESS per gradient of kiln's NUTS under each warm-up schedule, over several seeds.
 
 For every posteriordb reference and M1-M3 (as ``sampling_efficiency.py`` builds them)
-and each ``NutsSettings.adaptation`` (``"stan"``, ``"grad"``), one process per model and
-schedule runs ``kl.sample`` with ``sampling_efficiency.SETTINGS`` once per seed and
-prints one JSON line per run (``sampling_efficiency._summary``'s fields plus model,
-adaptation and seed). ESS per gradient does not depend on the machine's load, so a busy
-machine measures it as well as a quiet one; its run-to-run spread is large (often
-+-20%), hence the seeds. ``--output`` writes the runs, their means per model and
+and each warm-up of :data:`WARMUPS` (``NutsSettings.adaptation`` ``"stan"`` and
+``"grad"`` of the diagonal metric; ``"dense"``, ``metric="dense"``: what
+``init="adapt_full"`` runs), one process per model and schedule runs ``kl.sample``
+with ``sampling_efficiency.SETTINGS`` once per seed and prints one JSON line per run
+(``sampling_efficiency._summary``'s fields plus model, adaptation and seed). ESS per
+gradient does not depend on the machine's load, so a busy machine measures it as well
+as a quiet one; its run-to-run spread is large (often +-20%), hence the seeds.
+``--output`` writes the runs, their means per model and
 schedule, and nutpie's ESS per gradient from ``--nutpie`` (an efficiency JSON of
 ``sampling_efficiency.py``).
 
-Run: ``python benchmarks/warmup_efficiency.py [--models ...] [--seeds 1 2 3 4 5]
-[--nutpie benchmarks/results/efficiency-....json] [--output FILE]``.
+Run: ``python benchmarks/warmup_efficiency.py [--models ...] [--warmups stan grad dense]
+[--seeds 1 2 3 4 5] [--nutpie benchmarks/results/efficiency-....json] [--output FILE]``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ADAPTATIONS = ("stan", "grad")
+#: The warm-ups compared: kiln's NUTS options (``nuts_sampler_kwargs``) of each.
+WARMUPS = {
+    "stan": {"adaptation": "stan"},
+    "grad": {"adaptation": "grad"},
+    "dense": {"metric": "dense"},
+}
 
 
 def _child(model: str, adaptation: str, seeds: list[int]) -> None:
@@ -39,7 +46,7 @@ def _child(model: str, adaptation: str, seeds: list[int]) -> None:
             warnings.simplefilter("ignore")
             start = time.perf_counter()
             idata = kl.sample(
-                progressbar=False, nuts_sampler_kwargs={"adaptation": adaptation},
+                progressbar=False, nuts_sampler_kwargs=WARMUPS[adaptation],
                 **{**se.SETTINGS, "random_seed": seed},
             )  # fmt: skip
             run = se._summary(idata, time.perf_counter() - start, se.SETTINGS["tune"])
@@ -72,6 +79,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--models", nargs="+", default=[*se._references(), *se.BENCH_MODELS])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
+    parser.add_argument("--warmups", nargs="+", choices=list(WARMUPS), default=list(WARMUPS))
     parser.add_argument("--nutpie", type=Path)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
@@ -80,7 +88,7 @@ def main() -> None:
         return
     runs = []
     for model in args.models:
-        for adaptation in ADAPTATIONS:
+        for adaptation in args.warmups:
             command = [sys.executable, __file__, "--child", model, adaptation, "--seeds"]
             proc = subprocess.run(
                 [*command, *map(str, args.seeds)], capture_output=True, text=True, check=False

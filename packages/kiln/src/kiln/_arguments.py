@@ -26,8 +26,14 @@ from kiln_compile import KNOWN_BACKENDS, BackendNotInstalledError, available_lin
 from kiln_graph import KilnTypeError, KilnValueError
 from kiln_model import Model, ModelError, check_initial_point
 
-#: The ``init=`` methods of ``kl.sample``.
-INITS = ("jitter+adapt_diag", "adapt_diag")
+#: The ``init=`` methods of ``kl.sample`` (PyMC's names): ``jitter+`` starts the chains
+#: at jittered points; ``adapt_full`` adapts a dense mass matrix, ``adapt_diag`` a
+#: diagonal one.
+INITS = ("jitter+adapt_diag", "adapt_diag", "jitter+adapt_full", "adapt_full")
+
+#: The option of each engine that ``init="adapt_full"`` sets: its dense mass matrix.
+_DENSE_OPTION = {"kiln": ("metric", "dense"), "numpyro": ("dense_mass", True),
+                 "blackjax": ("dense_mass", True)}  # fmt: skip
 
 #: The ``pip install`` that brings each backend (kiln's extras where there is one).
 _BACKEND_INSTALL = {
@@ -193,6 +199,35 @@ def check_nuts_options(options: Mapping[str, Any] | None, target_accept: float) 
         ) from None
     except ValueError as exc:
         raise KilnValueError(f"nuts_sampler_kwargs: {exc}") from None
+
+
+def init_options(
+    init: str, nuts_sampler: str, options: Mapping[str, Any] | None, steps: bool
+) -> dict[str, Any]:
+    """Return the engine's options (``nuts_sampler_kwargs``) with what ``init`` asks of it.
+
+    ``adapt_full`` asks for the engine's dense mass matrix; an engine without one, or
+    step methods (their NUTS adapts a diagonal one), or an option that says otherwise
+    is a named error.
+    """
+    out = dict(options or {})
+    if not init.endswith("adapt_full"):
+        return out
+    if steps or nuts_sampler not in _DENSE_OPTION:
+        what = "step methods" if steps else f"nuts_sampler={nuts_sampler!r}"
+        raise KilnValueError(
+            f"init={init!r}: a dense mass matrix is adapted by nuts_sampler in "
+            f"{sorted(_DENSE_OPTION)} without step methods; {what} adapts a diagonal one "
+            "(use init='jitter+adapt_diag')"
+        )
+    key, value = _DENSE_OPTION[nuts_sampler]
+    if key in out and out[key] != value:
+        raise KilnValueError(
+            f"init={init!r} asks for a dense mass matrix, but nuts_sampler_kwargs has "
+            f"{key}={out[key]!r} (expected {value!r}, or leave it out)"
+        )
+    out[key] = value
+    return out
 
 
 def check_sample_arguments(

@@ -9,7 +9,12 @@ from typing import Any
 import numpy as np
 
 import kiln_samplers
-from kiln._arguments import check_sample_arguments, explain_initial_point
+from kiln._arguments import (
+    check_nuts_options,
+    check_sample_arguments,
+    explain_initial_point,
+    init_options,
+)
 from kiln._distributed import ChainsFailedError
 from kiln._distributed_engines import REMOTE_ENGINES
 from kiln._engine_steps import needs_steps, run_steps
@@ -21,8 +26,6 @@ from kiln_model import Model, modelcontext
 # kiln's compiled NUTS kernel is an entry of kiln's disk cache (config.cache_dir,
 # config.cache), like every other compiled artefact.
 kiln_samplers.use_kernel_store(DiskCache("samplers"))
-
-_INITS = ("jitter+adapt_diag", "adapt_diag")
 
 
 def _mode(backend: str | None, compile_kwargs: Mapping[str, Any] | None) -> Mode:
@@ -92,9 +95,17 @@ def sample(
     sampler loop in compiled code; ``"vm"`` and the others run a Python loop).
 
     ``nuts_sampler_kwargs`` are the NUTS engine's options. kiln's NUTS takes
-    ``max_treedepth`` (10), ``max_energy_error`` (1000) and ``adaptation``, the warm-up
+    ``max_treedepth`` (10), ``max_energy_error`` (1000), ``adaptation``, the warm-up
     of its diagonal mass matrix: ``"stan"`` (the default, Stan's windows) or ``"grad"``
-    (nutpie's gradient-based estimate; the user guide's warm-up section compares them).
+    (nutpie's gradient-based estimate; the user guide's warm-up section compares them),
+    and ``metric``: ``"diag"`` (the default) or ``"dense"``.
+
+    ``init`` is PyMC's: ``"jitter+adapt_diag"`` (the default) starts each chain at a
+    jittered initial point and adapts a diagonal mass matrix; ``"adapt_full"`` adapts a
+    dense one (kiln's NUTS: ``metric="dense"``, the covariance of the warm-up draws
+    over Stan's windows; numpyro and blackjax: ``dense_mass=True``), which samples
+    correlated posteriors (regressions on correlated predictors) in far fewer steps;
+    ``"jitter+adapt_full"`` both; ``"adapt_diag"`` starts at the initial point.
 
     ``step`` takes step methods (``kl.Metropolis([mu])``, a list of them, or a
     ``kl.CompoundStep``); the free variables no step covers get NUTS (continuous),
@@ -141,9 +152,10 @@ def sample(
     m = modelcontext(model)
     mode = _mode(backend, compile_kwargs)
     engine = get_engine(nuts_sampler)
-    if init not in _INITS:
-        raise KilnValueError(f"init: unknown {init!r}; valid: {list(_INITS)}")
     steps = needs_steps(m, step)
+    options = init_options(init, nuts_sampler, nuts_sampler_kwargs, bool(steps))
+    if nuts_sampler == "kiln":
+        check_nuts_options(options, float(target_accept))
     if steps:  # step methods: given, or for discrete variables
         if nuts_sampler != "kiln":
             raise KilnValueError(
@@ -171,9 +183,9 @@ def sample(
         cores=cores,
         random_seed=random_seed,
         target_accept=target_accept,
-        jitter=init == "jitter+adapt_diag",
+        jitter=init.startswith("jitter+"),
         progressbar=progressbar,
-        options=dict(nuts_sampler_kwargs or {}),
+        options=options,
         executor=executor,
     )
     try:

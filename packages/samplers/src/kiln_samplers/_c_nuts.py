@@ -282,6 +282,15 @@ def library() -> Any:
         return _state.library
 
 
+def affine_logp_address() -> int | None:
+    """Return the address of ``kiln_affine_logp`` (the dense metric's log-density), or None.
+
+    None where the C kernel is not available. See :mod:`kiln_samplers._dense_metric`.
+    """
+    lib = library()
+    return None if lib is None else int(ctypes.cast(lib.kiln_affine_logp, _p).value or 0) or None
+
+
 def loaded_library() -> Any:
     """Return the C kernel if this process has loaded it already, else None (never builds)."""
     return _state.library

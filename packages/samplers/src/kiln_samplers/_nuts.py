@@ -18,6 +18,7 @@ import dataclasses
 import math
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ from kiln_samplers._adaptation import (
     regularized_variance,
     warmup_schedule,
 )
+from kiln_samplers._dense_metric import DenseMetric
 from kiln_samplers._native import NativeLogp
 from kiln_samplers._protocol import CompiledModel, NativePointers
 
@@ -52,16 +54,21 @@ STAT_NAMES = (
 
 #: The warm-up schedules of the mass matrix (``NutsSettings.adaptation``).
 ADAPTATIONS = ("stan", "grad")
+#: The mass matrices (``NutsSettings.metric``).
+METRICS = ("diag", "dense")
 
 
 @dataclasses.dataclass(frozen=True)
 class NutsSettings:
-    """NUTS options: ``target_accept``, ``max_treedepth``, ``max_energy_error``, ``adaptation``.
+    """NUTS options: target_accept, max_treedepth, max_energy_error, adaptation, metric.
 
     ``adaptation`` is the warm-up of the diagonal mass matrix: ``"stan"`` (Stan's
     windows of doubling length, the variance of the draws) or ``"grad"`` (nutpie's:
     sqrt(Var[draws] / Var[gradients]) over short switching windows, from the first
-    draws on).
+    draws on). ``metric="dense"`` adapts a dense mass matrix instead, over Stan's
+    windows (the covariance of the draws, Stan's ``dense_e``; PyMC's ``adapt_full``):
+    for correlated posteriors, at two n x n triangular products per gradient
+    (:mod:`kiln_samplers._dense_metric`).
     """
 
     target_accept: float = 0.8
@@ -69,6 +76,7 @@ class NutsSettings:
     max_energy_error: float = 1000.0
     chunk: int = 50
     adaptation: str = "stan"
+    metric: str = "diag"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.target_accept < 1.0:
@@ -81,6 +89,15 @@ class NutsSettings:
             raise ValueError(
                 f"adaptation: expected one of {', '.join(map(repr, ADAPTATIONS))}, "
                 f"got {self.adaptation!r}"
+            )
+        if self.metric not in METRICS:
+            raise ValueError(
+                f"metric: expected one of {', '.join(map(repr, METRICS))}, got {self.metric!r}"
+            )
+        if self.metric == "dense" and self.adaptation != "stan":
+            raise ValueError(
+                f"adaptation: metric='dense' adapts over Stan's windows (adaptation='stan'); "
+                f"got adaptation={self.adaptation!r}, which is for the diagonal metric only"
             )
 
 
@@ -114,6 +131,23 @@ class ChainResult:
     n_leapfrog: int = 0
     kernel: str = "python"
     step_size_bar: float = math.nan
+
+
+_dense_warned = threading.Event()
+
+
+def _warn_dense_in_python() -> None:
+    """Say once per process that the dense metric's chains run the Python kernel."""
+    if not _dense_warned.is_set():
+        _dense_warned.set()
+        warnings.warn(
+            "metric='dense': kiln's C NUTS kernel is not available here (no C compiler, "
+            "or its build failed), so the chains run NUTS in Python on the model's native "
+            "log-density, which is much slower; install a C compiler (cc) for the "
+            "compiled kernel",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _python_fn(model: CompiledModel) -> Callable[..., float]:
@@ -425,29 +459,47 @@ class _Pieces:
 
 
 def _warm_up_stan(
-    pieces: _Pieces, tune: int, warm_draws: np.ndarray, warm_stats: np.ndarray
+    pieces: _Pieces,
+    tune: int,
+    warm_draws: np.ndarray,
+    warm_stats: np.ndarray,
+    dense: DenseMetric | None = None,
 ) -> tuple[int, bool]:
     """Run Stan's windowed warm-up; return the leapfrog steps and whether it completed.
 
     The mass matrix is the regularized variance of each window's draws
-    (:func:`~kiln_samplers._adaptation.warmup_schedule`); the step size is searched
-    again and its dual averaging restarted after each window.
+    (:func:`~kiln_samplers._adaptation.warmup_schedule`), or with ``dense`` their
+    regularized covariance (the chain then runs in ``dense``'s coordinates, which
+    change with it); the step size is searched again and its dual averaging restarted
+    after each window.
     """
     state, settings, fn, user_data = pieces.state, pieces.settings, pieces.fn, pieces.user_data
     _restart_step_size(state, _find_step_size(fn, user_data, state))
     window_start, ends = warmup_schedule(tune)
     last_end = ends[-1] if ends else 0
     boundaries = sorted({window_start, *ends, tune} - {0})
+    window: list[np.ndarray] = []  # the dense metric's window, in the model's coordinates
     i = 0
     while i < tune:
         stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
         m = stop_at - i
-        if pieces.run(m, warm_draws, warm_stats, True, window_start <= i < last_end) < m:
+        collect = window_start <= i < last_end
+        if pieces.run(m, warm_draws, warm_stats, True, collect and dense is None) < m:
             return pieces.n_leapfrog, False
+        if collect and dense is not None:
+            window.append(dense.positions(warm_draws[:m]))
         i = stop_at
         if i in ends:
-            state.inv_mass = regularized_variance(state.welford)
-            state.welford[:] = 0.0
+            if dense is None:
+                state.inv_mass = regularized_variance(state.welford)
+                state.welford[:] = 0.0
+            else:
+                x = dense.positions(state.q)
+                if dense.adapt(np.concatenate(window)):
+                    state.q[:] = dense.coordinates(x)
+                    state.logp = float(fn(state.q, state.grad, user_data))
+                    _check_fatal(fn)
+                window = []
             _restart_step_size(state, _find_step_size(fn, user_data, state))
     return pieces.n_leapfrog, True
 
@@ -519,21 +571,53 @@ def _run_chain(
     kernel: Callable[..., float]
     fn: Callable[..., float]
     user_data: Any
+    n = state.q.shape[0]
+    dense = DenseMetric(n) if settings.metric == "dense" else None
+    python_fn = _python_fn(model)
+    if native is not None and dense is not None:
+        from kiln_samplers._c_nuts import affine_logp_address
+
+        address = affine_logp_address()
+        if address is None:  # no C kernel to call the map natively: Python calls it
+            python_fn, native = NativeLogp(native), None
+            _warn_dense_in_python()
+        else:
+            native = dense.native(native, address)
     if native is not None:
         kernel, native_fn = _native_kernel(native, state, settings)
         fn, user_data = native_fn, native_fn.user_data
         kind = "numba" if isinstance(kernel, _UntilCompiled) else "c"
     else:
-        kernel, fn, user_data = core.sample_chunk, _stoppable(_python_fn(model), stop), None
-        kind = "python"
+        user_data = getattr(python_fn, "user_data", None)
+        fn = python_fn if dense is None else dense.python_fn(python_fn)
+        kernel, fn, kind = core.sample_chunk, _stoppable(fn, stop), "python"
     pieces = _Pieces(kernel, fn, user_data, state, settings, stop, progress)
+    try:
+        return _warm_up_and_draw(pieces, draws, tune, out, kind, dense)
+    finally:
+        if dense is not None:  # the chain's state back in the model's coordinates
+            state.q[:] = dense.positions(state.q)
+            state.grad[:] = dense.model_gradient(state.grad)
+
+
+def _warm_up_and_draw(
+    pieces: _Pieces,
+    draws: int,
+    tune: int,
+    out: tuple[np.ndarray, np.ndarray] | None,
+    kind: str,
+    dense: DenseMetric | None,
+) -> ChainResult:
+    state, settings = pieces.state, pieces.settings
     n = state.q.shape[0]
     warm_draws = np.empty((min(settings.chunk, max(tune, 1)), n))
     warm_stats = np.empty((min(settings.chunk, max(tune, 1)), core.N_STATS))
     stopped = ChainResult(np.empty((0, n)), np.empty((0, core.N_STATS)), 0, False, 0, kind)
-    warm_up = _warm_up_grad if settings.adaptation == "grad" else _warm_up_stan
     try:
-        n_leapfrog, done = warm_up(pieces, tune, warm_draws, warm_stats)
+        if settings.adaptation == "grad":
+            n_leapfrog, done = _warm_up_grad(pieces, tune, warm_draws, warm_stats)
+        else:
+            n_leapfrog, done = _warm_up_stan(pieces, tune, warm_draws, warm_stats, dense)
     except _Stopped:
         n_leapfrog, done = pieces.n_leapfrog, False
     if not done:  # stopped during warm-up: nothing kept
@@ -550,6 +634,8 @@ def _run_chain(
     while i < draws:
         m = min(settings.chunk, draws - i)
         ran = pieces.run(m, out_draws[i : i + m], out_stats[i : i + m], False, False)
+        if dense is not None:
+            out_draws[i : i + ran] = dense.positions(out_draws[i : i + ran])
         i += ran
         if ran < m:
             break

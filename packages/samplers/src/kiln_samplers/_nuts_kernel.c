@@ -300,6 +300,36 @@ static void grad_metric(const double *welford, double *inv_mass, int64_t n) {
     }
 }
 
+/* The dense metric (kiln_samplers._dense_metric): the model's log-density in
+ * coordinates y with x = L y, L lower triangular (row-major, n x n). NUTS with a
+ * unit metric in y is NUTS with the metric L L^T in x, so every kernel runs a dense
+ * metric unchanged, calling this function in the model's place (the same ABI). */
+typedef struct {
+    kiln_logp_fn fn;
+    const void *user_data;
+    const double *factor;
+    double *x;    /* n: the point in the model's coordinates */
+    double *grad; /* n: the model's gradient there */
+} affine_t;
+
+int kiln_affine_logp(size_t n, const double *y, double *grad, double *logp,
+                     const void *user_data) {
+    const affine_t *a = (const affine_t *)user_data;
+    const double *factor = a->factor;
+    for (size_t i = 0; i < n; i++) {
+        double total = 0.0;
+        for (size_t j = 0; j <= i; j++) total += factor[i * n + j] * y[j];
+        a->x[i] = total;
+    }
+    int status = a->fn(n, a->x, a->grad, logp, a->user_data);
+    for (size_t j = 0; j < n; j++) grad[j] = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double g = a->grad[i];
+        for (size_t j = 0; j <= i; j++) grad[j] += factor[i * n + j] * g;
+    }
+    return status;
+}
+
 /* _nuts_core.sample_chunk. Returns the last log-density; *status is 0, 1 when the work
  * arrays could not be allocated (nothing is drawn then), or the model's fatal code (< 0:
  * the chunk stopped after the transition that got it; *done says how many were drawn). */

@@ -1,0 +1,130 @@
+"""The dense mass matrix of kiln's NUTS, as a change of coordinates.
+
+NUTS with the inverse mass matrix ``L Lᵀ`` (``L`` lower triangular) on the model's
+coordinates ``x`` is NUTS with the unit metric on ``y = L⁻¹ x``: every leapfrog step,
+energy and U-turn check maps one to one. So the kernels run a dense metric unchanged:
+their log-density is the model's at ``x = L y``, its gradient ``Lᵀ ∇logp(x)``, and
+their inverse mass is ones. For a native model the map is C (``kiln_affine_logp`` in
+``_nuts_kernel.c``, the same ABI as the model's function: the C and Numba kernels
+call it in the model's place); otherwise it wraps the Python log-density.
+
+The metric adapts as Stan's ``dense_e``: over the same windows as the diagonal one,
+``L L^T`` becomes the regularized covariance of each window's draws.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kiln_samplers._protocol import NativePointers
+
+#: Above this many coordinates a dense metric costs more per gradient (two n x n
+#: triangular products) than it is likely to save, and its covariance needs more
+#: draws than a warm-up has: ``kl.sample`` says so once.
+DENSE_WARN_NDIM = 1000
+
+
+class _Affine(ctypes.Structure):
+    _fields_ = (
+        ("fn", ctypes.c_void_p),
+        ("user_data", ctypes.c_void_p),
+        ("factor", ctypes.c_void_p),
+        ("x", ctypes.c_void_p),
+        ("grad", ctypes.c_void_p),
+    )
+
+
+class AffineNative:
+    """A model's native log-density in a dense metric's coordinates (``NativePointers``).
+
+    ``logp_cptr`` is ``kiln_affine_logp``; its ``user_data_ptr`` points at the model's
+    function and data, the metric's factor and two work vectors of this chain's own.
+    """
+
+    def __init__(self, native: NativePointers, metric: DenseMetric, address: int) -> None:
+        n = metric.factor.shape[0]
+        self._native = native
+        self._x, self._grad = np.empty(n), np.empty(n)
+        self._struct = _Affine(
+            native.logp_cptr, native.user_data_ptr, metric.factor.ctypes.data,
+            self._x.ctypes.data, self._grad.ctypes.data,
+        )  # fmt: skip
+        self.logp_cptr = address
+        self.expand_cptr: int | None = None  # draws are expanded by the model itself
+        self.user_data_ptr = ctypes.addressof(self._struct)
+        self.n = n
+        self.keep_alive = (native, metric.factor, self._x, self._grad, self._struct)
+
+    def describe(self, code: int) -> str:
+        """Say what the model's return code ``code`` means."""
+        describe = getattr(self._native, "describe", None)
+        return describe(code) if describe is not None else f"code {code}"
+
+    def refresh(self) -> None:
+        """Nothing to do: the model's pointers were read after its own refresh."""
+
+
+class DenseMetric:
+    """A chain's dense metric ``L Lᵀ``: its factor ``L`` and the maps between coordinates.
+
+    ``factor`` is updated in place (the C map reads it where it lies).
+    """
+
+    def __init__(self, n: int) -> None:
+        self.factor = np.eye(n)
+
+    def positions(self, y: np.ndarray) -> np.ndarray:
+        """Return the model's coordinates ``L y`` of ``y`` (one point, or one per row)."""
+        return y @ self.factor.T
+
+    def coordinates(self, x: np.ndarray) -> np.ndarray:
+        """Return the metric's coordinates ``L⁻¹ x`` of the point ``x``."""
+        return np.linalg.solve(self.factor, x)
+
+    def model_gradient(self, grad_y: np.ndarray) -> np.ndarray:
+        """Return the model's gradient ``L⁻ᵀ g`` from the gradient ``g`` in ``y``."""
+        return np.linalg.solve(self.factor.T, grad_y)
+
+    def python_fn(self, fn: Callable[..., float]) -> Callable[..., float]:
+        """Return ``fn(x, grad, user_data)`` (the kernels' log-density) in ``y``."""
+        factor = self.factor
+
+        def in_y(y: np.ndarray, grad: np.ndarray, user_data: Any) -> float:
+            g = np.empty_like(y)
+            logp = fn(factor @ y, g, user_data)
+            grad[:] = factor.T @ g
+            return logp
+
+        if hasattr(fn, "check"):  # a native function's fatal codes (_nuts._check_fatal)
+            in_y.check = fn.check  # type: ignore[attr-defined]
+        return in_y
+
+    def native(self, native: NativePointers, address: int) -> AffineNative:
+        """Return ``native`` in ``y`` through the C map at ``address``."""
+        return AffineNative(native, self, address)
+
+    def adapt(self, window: np.ndarray) -> bool:
+        """Set ``L Lᵀ`` to the regularized covariance of ``window`` (one draw per row).
+
+        Stan's regularization: ``(m / (m + 5)) Σ + 1e-3 (5 / (m + 5)) I`` for ``m``
+        draws. Returns False (the metric unchanged) where it is not finite or not
+        positive definite.
+        """
+        m, n = window.shape
+        if m < 2:
+            return False
+        covariance = np.atleast_2d(np.cov(window, rowvar=False))
+        covariance *= m / (m + 5.0)
+        covariance[np.diag_indices(n)] += 1e-3 * (5.0 / (m + 5.0))
+        if not np.all(np.isfinite(covariance)):
+            return False
+        try:
+            factor = np.linalg.cholesky(covariance)
+        except np.linalg.LinAlgError:
+            return False
+        self.factor[:] = factor
+        return True
