@@ -1,19 +1,20 @@
 """ESS per gradient of kiln's NUTS under each warm-up schedule, over several seeds.
 
 For every posteriordb reference and M1-M3 (as ``sampling_efficiency.py`` builds them)
-and each warm-up of :data:`WARMUPS` (``NutsSettings.adaptation`` ``"stan"`` and
-``"grad"`` of the diagonal metric; ``"dense"``, ``metric="dense"``: what
-``init="adapt_full"`` runs), one process per model and schedule runs ``kl.sample``
-with ``sampling_efficiency.SETTINGS`` once per seed and prints one JSON line per run
-(``sampling_efficiency._summary``'s fields plus model, adaptation and seed). ESS per
-gradient does not depend on the machine's load, so a busy machine measures it as well
-as a quiet one; its run-to-run spread is large (often +-20%), hence the seeds.
-``--output`` writes the runs, their means per model and
-schedule, and nutpie's ESS per gradient from ``--nutpie`` (an efficiency JSON of
-``sampling_efficiency.py``).
+and each warm-up of :data:`WARMUPS` (``"default"``: kiln's default; ``"stan"`` and
+``"grad"``, ``NutsSettings.adaptation`` of the diagonal metric; ``"dense"``,
+``metric="dense"``: what ``init="adapt_full"`` runs; ``"nutpie"``: nutpie's own sampler,
+``kl.sample(nuts_sampler="nutpie")``), one process per model and schedule runs
+``kl.sample`` with ``sampling_efficiency.SETTINGS`` once per seed and prints one JSON
+line per run (``sampling_efficiency._summary``'s fields plus model, adaptation and
+seed). ESS per gradient does not depend on the machine's load, so a busy machine
+measures it as well as a quiet one; its run-to-run spread is large (often +-20%),
+hence the seeds. ``--output`` writes the runs, their means per model and schedule, and
+nutpie's ESS per gradient from ``--nutpie`` (an efficiency JSON of
+``sampling_efficiency.py``) where nutpie's warm-up did not run.
 
-Run: ``python benchmarks/warmup_efficiency.py [--models ...] [--warmups stan grad dense]
-[--seeds 1 2 3 4 5] [--nutpie benchmarks/results/efficiency-....json] [--output FILE]``.
+Run: ``python benchmarks/warmup_efficiency.py [--models ...] [--warmups default stan
+grad dense nutpie] [--seeds 1 2 3 4 5] [--nutpie FILE] [--output FILE]``.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-#: The warm-ups compared: kiln's NUTS options (``nuts_sampler_kwargs``) of each.
-WARMUPS = {
-    "stan": {"adaptation": "stan"},
+#: The warm-ups compared: kiln's NUTS options (``nuts_sampler_kwargs``) of each, and
+#: nutpie's own (``nuts_sampler="nutpie"``, its defaults) as the reference.
+WARMUPS: dict[str, dict] = {
+    "default": {},
+    "stan": {"adaptation": "stan", "metric": "diag"},
     "grad": {"adaptation": "grad"},
     "dense": {"metric": "dense"},
+    "nutpie": {},
 }
 
 
@@ -47,6 +51,7 @@ def _child(model: str, adaptation: str, seeds: list[int]) -> None:
             start = time.perf_counter()
             idata = kl.sample(
                 progressbar=False, nuts_sampler_kwargs=WARMUPS[adaptation],
+                nuts_sampler="nutpie" if adaptation == "nutpie" else "kiln",
                 **{**se.SETTINGS, "random_seed": seed},
             )  # fmt: skip
             run = se._summary(idata, time.perf_counter() - start, se.SETTINGS["tune"])
@@ -66,7 +71,7 @@ def _means(runs: list[dict], nutpie: dict) -> dict:
                 cell["ess_per_gradient"]
             )
         reference = nutpie.get(model, {}).get("nutpie", {})
-        if "ess_per_gradient" in reference:
+        if "ess_per_gradient" in reference and "nutpie" not in row:  # one run of nutpie's
             row["nutpie"] = {k: reference[k] for k in ("ess_per_gradient", "divergences")}
     return out
 

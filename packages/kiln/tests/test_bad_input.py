@@ -125,7 +125,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "init-unknown",
         _sample(init="jitter"),
         KilnValueError,
-        r"^init: unknown 'jitter' \(str\); expected one of \['jitter\+adapt_diag'",
+        r"^init: unknown 'jitter' \(str\); expected one of \['auto', 'jitter\+adapt_diag'",
     ),
     (
         "progressbar-str",

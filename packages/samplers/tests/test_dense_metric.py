@@ -12,7 +12,7 @@ from numba import carray, cfunc
 
 import kiln_samplers as ks
 from kiln_samplers import _c_nuts, _nuts
-from kiln_samplers._dense_metric import DenseMetric
+from kiln_samplers._dense_metric import AUTO_DENSE_NDIM, DenseMetric
 from kiln_samplers._native import NativeLogp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,17 +121,38 @@ def test_the_c_map_computes_what_the_python_map_computes():
         np.testing.assert_allclose(g_c, fd, rtol=1e-5, atol=1e-4)
 
 
-def test_the_metric_is_stans_regularized_covariance_of_the_window():
+def test_the_metric_is_the_scale_free_regularized_covariance_of_the_window():
     rng = np.random.default_rng(1)
     window = rng.multivariate_normal(MEAN, COV, size=200)
     metric = DenseMetric(5)
     assert metric.adapt(window)
-    m = window.shape[0]
-    expected = (m / (m + 5.0)) * np.cov(window, rowvar=False) + 1e-3 * (5.0 / (m + 5.0)) * np.eye(5)
+    m, cov = window.shape[0], np.cov(window, rowvar=False)
+    # Stan's regularization, free of the scale: 1e-3 of each variance, not 1e-3.
+    expected = (m / (m + 5.0)) * cov + 1e-3 * (5.0 / (m + 5.0)) * np.diag(np.diag(cov))
     np.testing.assert_allclose(metric.factor @ metric.factor.T, expected, rtol=1e-12)
     np.testing.assert_array_equal(metric.factor, np.tril(metric.factor))
     y = rng.normal(size=5)
     np.testing.assert_allclose(metric.coordinates(metric.positions(y)), y, rtol=1e-10)
+
+
+def test_a_window_of_fewer_than_twice_n_draws_sets_the_variances_only():
+    rng = np.random.default_rng(2)
+    window = rng.multivariate_normal(MEAN, COV, size=9)
+    metric = DenseMetric(5)
+    assert metric.adapt(window)
+    variance = window.var(0, ddof=1)
+    expected = (9 / 14) * variance + (5 / 14) * 1e-3 * variance
+    np.testing.assert_allclose(metric.factor, np.diag(np.sqrt(expected)), rtol=1e-12)
+
+
+def test_the_automatic_metric_is_dense_for_small_models_under_stans_windows():
+    assert _nuts.uses_dense_metric(ks.NutsSettings(), AUTO_DENSE_NDIM)
+    assert not _nuts.uses_dense_metric(ks.NutsSettings(), AUTO_DENSE_NDIM + 1)
+    assert not _nuts.uses_dense_metric(ks.NutsSettings(adaptation="grad"), 3)
+    assert not _nuts.uses_dense_metric(ks.NutsSettings(metric="diag"), 3)
+    assert _nuts.uses_dense_metric(ks.NutsSettings(metric="dense"), 10 * AUTO_DENSE_NDIM)
+    assert _sample("auto", _native(), draws=50).metric == "dense"
+    assert _sample("diag", _native(), draws=50).metric == "diag"
 
 
 def test_a_window_that_gives_no_metric_leaves_it_unchanged():
@@ -156,7 +177,7 @@ def test_a_chain_ends_in_the_models_coordinates():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"metric": "full"}, "metric: expected one of 'diag', 'dense', got 'full'"),
+        ({"metric": "full"}, "metric: expected one of 'auto', 'diag', 'dense', got 'full'"),
         ({"metric": "dense", "adaptation": "grad"}, "adaptation: metric='dense'"),
     ],
 )
@@ -173,3 +194,10 @@ def test_without_the_c_kernel_a_dense_metric_says_it_runs_in_python(monkeypatch)
     assert trace.kernel == "python"
     x = trace.posterior["x"].reshape(-1, 5)
     np.testing.assert_allclose(x.std(0), SCALES, rtol=0.25)
+
+
+def test_without_the_c_kernel_the_automatic_metric_of_a_native_model_is_diagonal(monkeypatch):
+    monkeypatch.setattr(_c_nuts, "affine_logp_address", lambda: None)
+    trace = _sample("auto", _native(), draws=50)
+    assert trace.metric == "diag"
+    assert _sample("auto", None, draws=50).metric == "dense"  # Python runs it either way

@@ -28,12 +28,15 @@ from kiln_model import Model, ModelError, check_initial_point
 
 #: The ``init=`` methods of ``kl.sample`` (PyMC's names): ``jitter+`` starts the chains
 #: at jittered points; ``adapt_full`` adapts a dense mass matrix, ``adapt_diag`` a
-#: diagonal one.
-INITS = ("jitter+adapt_diag", "adapt_diag", "jitter+adapt_full", "adapt_full")
+#: diagonal one; ``auto`` is ``jitter+`` and the engine's default mass matrix.
+INITS = ("auto", "jitter+adapt_diag", "adapt_diag", "jitter+adapt_full", "adapt_full")
 
-#: The option of each engine that ``init="adapt_full"`` sets: its dense mass matrix.
-_DENSE_OPTION = {"kiln": ("metric", "dense"), "numpyro": ("dense_mass", True),
-                 "blackjax": ("dense_mass", True)}  # fmt: skip
+#: The option of each engine that ``init`` sets: its mass matrix, dense or diagonal.
+_METRIC_OPTION = {
+    "kiln": ("metric", {"adapt_full": "dense", "adapt_diag": "diag"}),
+    "numpyro": ("dense_mass", {"adapt_full": True, "adapt_diag": False}),
+    "blackjax": ("dense_mass", {"adapt_full": True, "adapt_diag": False}),
+}
 
 #: The ``pip install`` that brings each backend (kiln's extras where there is one).
 _BACKEND_INSTALL = {
@@ -206,24 +209,30 @@ def init_options(
 ) -> dict[str, Any]:
     """Return the engine's options (``nuts_sampler_kwargs``) with what ``init`` asks of it.
 
-    ``adapt_full`` asks for the engine's dense mass matrix; an engine without one, or
-    step methods (their NUTS adapts a diagonal one), or an option that says otherwise
-    is a named error.
+    ``adapt_full`` asks for the engine's dense mass matrix, ``adapt_diag`` for its
+    diagonal one, ``auto`` for its default. ``adapt_full`` with an engine without a
+    dense one or with step methods (their NUTS adapts a diagonal one), or an option
+    that says otherwise, is a named error.
     """
     out = dict(options or {})
-    if not init.endswith("adapt_full"):
+    adapt = init.removeprefix("jitter+")
+    if adapt == "auto":
         return out
-    if steps or nuts_sampler not in _DENSE_OPTION:
+    if steps or nuts_sampler not in _METRIC_OPTION:
+        if adapt == "adapt_diag":  # what those adapt anyway
+            return out
         what = "step methods" if steps else f"nuts_sampler={nuts_sampler!r}"
         raise KilnValueError(
             f"init={init!r}: a dense mass matrix is adapted by nuts_sampler in "
-            f"{sorted(_DENSE_OPTION)} without step methods; {what} adapts a diagonal one "
+            f"{sorted(_METRIC_OPTION)} without step methods; {what} adapts a diagonal one "
             "(use init='jitter+adapt_diag')"
         )
-    key, value = _DENSE_OPTION[nuts_sampler]
+    key, values = _METRIC_OPTION[nuts_sampler]
+    value = values[adapt]
     if key in out and out[key] != value:
+        kind = "dense" if adapt == "adapt_full" else "diagonal"
         raise KilnValueError(
-            f"init={init!r} asks for a dense mass matrix, but nuts_sampler_kwargs has "
+            f"init={init!r} asks for a {kind} mass matrix, but nuts_sampler_kwargs has "
             f"{key}={out[key]!r} (expected {value!r}, or leave it out)"
         )
     out[key] = value

@@ -78,7 +78,7 @@ def sample(
     nuts_sampler: str = "kiln",
     compile_kwargs: Mapping[str, Any] | None = None,
     target_accept: float = 0.8,
-    init: str = "jitter+adapt_diag",
+    init: str = "auto",
     step: Any = None,
     progressbar: bool = True,
     nuts_sampler_kwargs: Mapping[str, Any] | None = None,
@@ -98,14 +98,18 @@ def sample(
     ``max_treedepth`` (10), ``max_energy_error`` (1000), ``adaptation``, the warm-up
     of its diagonal mass matrix: ``"stan"`` (the default, Stan's windows) or ``"grad"``
     (nutpie's gradient-based estimate; the user guide's warm-up section compares them),
-    and ``metric``: ``"diag"`` (the default) or ``"dense"``.
+    and ``metric``: ``"auto"`` (the default), ``"diag"`` or ``"dense"``.
 
-    ``init`` is PyMC's: ``"jitter+adapt_diag"`` (the default) starts each chain at a
-    jittered initial point and adapts a diagonal mass matrix; ``"adapt_full"`` adapts a
-    dense one (kiln's NUTS: ``metric="dense"``, the covariance of the warm-up draws
-    over Stan's windows; numpyro and blackjax: ``dense_mass=True``), which samples
-    correlated posteriors (regressions on correlated predictors) in far fewer steps;
-    ``"jitter+adapt_full"`` both; ``"adapt_diag"`` starts at the initial point.
+    ``init`` takes PyMC's names. ``"auto"`` (the default) starts each chain at a
+    jittered initial point and adapts the engine's default mass matrix; kiln's NUTS
+    adapts a dense one for models of at most 50 unconstrained coordinates
+    (``metric="auto"``), a diagonal one for larger models. ``"jitter+adapt_diag"``
+    asks for a diagonal mass matrix; ``"jitter+adapt_full"`` for a dense one (kiln's
+    NUTS: ``metric="dense"``, the covariance of the warm-up draws over Stan's windows;
+    numpyro and blackjax: ``dense_mass=True``), which samples correlated posteriors
+    (regressions on correlated predictors) in far fewer steps; ``"adapt_diag"`` and
+    ``"adapt_full"`` start at the initial point itself. The mass matrix kiln's NUTS
+    adapted is the result's ``nuts_metric`` attribute.
 
     ``step`` takes step methods (``kl.Metropolis([mu])``, a list of them, or a
     ``kl.CompoundStep``); the free variables no step covers get NUTS (continuous),
@@ -183,7 +187,7 @@ def sample(
         cores=cores,
         random_seed=random_seed,
         target_accept=target_accept,
-        jitter=init.startswith("jitter+"),
+        jitter=init.startswith("jitter+") or init == "auto",
         progressbar=progressbar,
         options=options,
         executor=executor,

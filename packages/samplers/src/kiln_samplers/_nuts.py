@@ -33,7 +33,7 @@ from kiln_samplers._adaptation import (
     regularized_variance,
     warmup_schedule,
 )
-from kiln_samplers._dense_metric import DenseMetric
+from kiln_samplers._dense_metric import AUTO_DENSE_NDIM, DenseMetric
 from kiln_samplers._native import NativeLogp
 from kiln_samplers._protocol import CompiledModel, NativePointers
 
@@ -55,7 +55,7 @@ STAT_NAMES = (
 #: The warm-up schedules of the mass matrix (``NutsSettings.adaptation``).
 ADAPTATIONS = ("stan", "grad")
 #: The mass matrices (``NutsSettings.metric``).
-METRICS = ("diag", "dense")
+METRICS = ("auto", "diag", "dense")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +68,9 @@ class NutsSettings:
     draws on). ``metric="dense"`` adapts a dense mass matrix instead, over Stan's
     windows (the covariance of the draws, Stan's ``dense_e``; PyMC's ``adapt_full``):
     for correlated posteriors, at two n x n triangular products per gradient
-    (:mod:`kiln_samplers._dense_metric`).
+    (:mod:`kiln_samplers._dense_metric`). ``"auto"`` (the default) is dense for models
+    of at most :data:`~kiln_samplers._dense_metric.AUTO_DENSE_NDIM` coordinates under
+    Stan's windows, diagonal otherwise.
     """
 
     target_accept: float = 0.8
@@ -76,7 +78,7 @@ class NutsSettings:
     max_energy_error: float = 1000.0
     chunk: int = 50
     adaptation: str = "stan"
-    metric: str = "diag"
+    metric: str = "auto"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.target_accept < 1.0:
@@ -131,6 +133,20 @@ class ChainResult:
     n_leapfrog: int = 0
     kernel: str = "python"
     step_size_bar: float = math.nan
+    #: The mass matrix adapted: ``"diag"`` or ``"dense"``.
+    metric: str = "diag"
+
+
+def uses_dense_metric(settings: NutsSettings, n: int) -> bool:
+    """Whether NUTS with ``settings`` adapts a dense mass matrix for ``n`` coordinates.
+
+    For ``"auto"``, where a native model's chains would need the C kernel for it and
+    it is not available, :func:`run_chain` keeps the diagonal metric (and the Numba
+    kernel) instead.
+    """
+    if settings.metric == "auto":
+        return settings.adaptation == "stan" and n <= AUTO_DENSE_NDIM
+    return settings.metric == "dense"
 
 
 _dense_warned = threading.Event()
@@ -572,17 +588,19 @@ def _run_chain(
     fn: Callable[..., float]
     user_data: Any
     n = state.q.shape[0]
-    dense = DenseMetric(n) if settings.metric == "dense" else None
+    dense = DenseMetric(n) if uses_dense_metric(settings, n) else None
     python_fn = _python_fn(model)
     if native is not None and dense is not None:
         from kiln_samplers._c_nuts import affine_logp_address
 
         address = affine_logp_address()
-        if address is None:  # no C kernel to call the map natively: Python calls it
+        if address is not None:
+            native = dense.native(native, address)
+        elif settings.metric == "auto":  # the Numba kernel, with the diagonal metric
+            dense = None
+        else:  # no C kernel to call the map natively: Python calls it
             python_fn, native = NativeLogp(native), None
             _warn_dense_in_python()
-        else:
-            native = dense.native(native, address)
     if native is not None:
         kernel, native_fn = _native_kernel(native, state, settings)
         fn, user_data = native_fn, native_fn.user_data
@@ -620,8 +638,9 @@ def _warm_up_and_draw(
             n_leapfrog, done = _warm_up_stan(pieces, tune, warm_draws, warm_stats, dense)
     except _Stopped:
         n_leapfrog, done = pieces.n_leapfrog, False
+    metric = "diag" if dense is None else "dense"
     if not done:  # stopped during warm-up: nothing kept
-        stopped.n_leapfrog = n_leapfrog
+        stopped.n_leapfrog, stopped.metric = n_leapfrog, metric
         return stopped
     if state.adapt[core.COUNT] == 0:
         # No adaptation ran (tune=0): draw with the step size of the initial search.
@@ -641,4 +660,4 @@ def _warm_up_and_draw(
             break
     n_leapfrog = pieces.n_leapfrog
     eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
-    return ChainResult(out_draws[:i], out_stats[:i], i, True, n_leapfrog, kind, eps_bar)
+    return ChainResult(out_draws[:i], out_stats[:i], i, True, n_leapfrog, kind, eps_bar, metric)

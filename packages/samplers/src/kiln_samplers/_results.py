@@ -58,6 +58,7 @@ def to_datatree(
         "tuning_steps": trace.tuning_steps,
         "interrupted": int(trace.interrupted),
         **({"nuts_kernel": trace.kernel} if trace.kernel is not None else {}),
+        **({"nuts_metric": trace.metric} if trace.metric is not None else {}),
         **({"n_leapfrog": trace.n_leapfrog} if trace.n_leapfrog is not None else {}),
         **(attrs or {}),
     }

@@ -54,6 +54,8 @@ class Trace:
     #: say) and the kernel that took them (``"c"``, ``"numba"``, ``"python"``, an engine).
     n_leapfrog: int | None = None
     kernel: str | None = None
+    #: The mass matrix kiln's NUTS adapted (``"diag"``, ``"dense"``; None: another engine).
+    metric: str | None = None
 
 
 def chain_seeds(random_seed: Any, chains: int) -> list[np.random.SeedSequence]:
@@ -202,6 +204,7 @@ def trace_from_chains(
     step_size_bar = np.array([r.step_size_bar for r in kept], dtype=np.float64)
     sample_stats["step_size_bar"] = np.broadcast_to(step_size_bar[:, None], (len(kept), n))
     kernels = sorted({r.kernel for r in kept})
+    metrics = sorted({r.metric for r in outs})
     return Trace(
         posterior,
         sample_stats,
@@ -211,6 +214,7 @@ def trace_from_chains(
         interrupted,
         n_leapfrog=sum(r.n_leapfrog for r in outs),
         kernel="+".join(kernels),
+        metric="+".join(metrics) or None,
     )
 
 
@@ -253,6 +257,7 @@ def trace_from_chain_traces(
         interrupted or any(t.interrupted for t in kept),
         n_leapfrog=None if None in steps else sum(s for s in steps if s is not None),
         kernel="+".join(sorted({t.kernel for t in kept if t.kernel})) or None,
+        metric="+".join(sorted({t.metric for t in kept if t.metric})) or None,
     )
 
 
