@@ -32,7 +32,7 @@ from kiln_model import Model, ModelError, check_initial_point
 INITS = ("auto", "jitter+adapt_diag", "adapt_diag", "jitter+adapt_full", "adapt_full")
 
 #: The option of each engine that ``init`` sets: its mass matrix, dense or diagonal.
-_METRIC_OPTION = {
+_METRIC_OPTION: dict[str, tuple[str, dict[str, Any]]] = {
     "kiln": ("metric", {"adapt_full": "dense", "adapt_diag": "diag"}),
     "numpyro": ("dense_mass", {"adapt_full": True, "adapt_diag": False}),
     "blackjax": ("dense_mass", {"adapt_full": True, "adapt_diag": False}),
