@@ -1,7 +1,9 @@
-"""A 4-d badly scaled Gaussian as a native log-density, shared by the NUTS tests.
+"""Gaussians as native log-densities, shared by the NUTS tests.
 
-``gaussian_c`` has the native ABI the kernels call (:data:`LOGP_C`); :class:`Native`
-wraps such a function as kiln_samplers consumes it (``NativePointers``).
+``gaussian_c`` (a 4-d badly scaled Gaussian) has the native ABI the kernels call
+(:data:`LOGP_C`); :class:`Native` wraps such a function as kiln_samplers consumes it
+(``NativePointers``); :func:`correlated_gaussian` makes a correlated one, natively and
+in the compiled-model protocol.
 """
 
 from __future__ import annotations
@@ -56,3 +58,47 @@ class Native:
 
 #: The native Gaussian called from Python: ``logp = fn(x, grad, user_data)``.
 gaussian_native = NativeLogp(Native())
+
+
+def correlated_gaussian(mean, cov):
+    """Return a Gaussian of ``mean`` and ``cov``: its native function and its model class.
+
+    The class is the compiled-model protocol (a Python log-density, ``x`` the draws'
+    one variable; initial points uniform within one standard deviation of the mean).
+    """
+    mean, precision = np.asarray(mean, dtype="float64"), np.linalg.inv(cov)
+    scales = np.sqrt(np.diagonal(cov))
+
+    @cfunc(LOGP_C)
+    def logp_c(n, x_, grad_, logp_, user_data):
+        x, grad = carray(x_, (n,)), carray(grad_, (n,))
+        total = 0.0
+        for i in range(n):
+            g = 0.0
+            for j in range(n):
+                g -= precision[i, j] * (x[j] - mean[j])
+            grad[i] = g
+            total += (x[i] - mean[i]) * g
+        logp_[0] = 0.5 * total
+        return 0
+
+    class Model:
+        ndim = mean.shape[0]
+        out_names = ["x"]
+        dims = {"x": None}
+        coords: dict = {}
+
+        def logp_dlogp(self, x):
+            g = -precision @ (x - mean)
+            return 0.5 * float((x - mean) @ g), g
+
+        def logp(self, x):
+            return self.logp_dlogp(x)[0]
+
+        def expand(self, x):
+            return {"x": x.copy()}
+
+        def initial_point(self, seed=None):
+            return mean + np.random.default_rng(seed).uniform(-1, 1, self.ndim) * scales
+
+    return logp_c, Model

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import carray, cfunc
 
 import kiln_samplers as ks
 from kiln_samplers import _nuts_core as core
@@ -21,7 +20,7 @@ from kiln_samplers._adaptation import (
 from kiln_samplers._diagnostics import rhat_ess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from native_models import LOGP_C, MU, SD, Native  # noqa: E402
+from native_models import MU, SD, Native, correlated_gaussian  # noqa: E402
 from native_models import gaussian_native as _gaussian_native  # noqa: E402
 
 
@@ -113,50 +112,14 @@ _SCALES = np.array([0.01, 0.3, 1.0, 5.0, 30.0, 100.0])
 _CORR = np.eye(6)
 _CORR[2, 3] = _CORR[3, 2] = 0.3
 _COV = _SCALES[:, None] * _CORR * _SCALES[None, :]
-_PRECISION = np.linalg.inv(_COV)
-
-
-@cfunc(LOGP_C)
-def _correlated_c(n, x_, grad_, logp_, user_data):
-    x, grad = carray(x_, (n,)), carray(grad_, (n,))
-    total = 0.0
-    for i in range(n):
-        g = 0.0
-        for j in range(n):
-            g -= _PRECISION[i, j] * x[j]
-        grad[i] = g
-        total += x[i] * g
-    logp_[0] = 0.5 * total
-    return 0
-
-
-class _Correlated:
-    """The correlated Gaussian in the compiled-model protocol."""
-
-    ndim = 6
-    out_names = ["x"]
-    dims = {"x": None}
-    coords: dict = {}
-
-    def logp_dlogp(self, x):
-        g = -_PRECISION @ x
-        return 0.5 * float(x @ g), g
-
-    def logp(self, x):
-        return self.logp_dlogp(x)[0]
-
-    def expand(self, x):
-        return {"x": x.copy()}
-
-    def initial_point(self, seed=None):
-        return np.random.default_rng(seed).uniform(-1, 1, self.ndim)
+_correlated_c, _Correlated = correlated_gaussian(np.zeros(6), _COV)
 
 
 def _ess_per_gradient(adaptation, seed):
     trace = ks.sample_nuts(
         _Correlated(), draws=1000, tune=1000, chains=2, random_seed=seed,
         native=Native(_correlated_c, 6), progressbar=False,
-        settings=ks.NutsSettings(adaptation=adaptation),
+        settings=ks.NutsSettings(adaptation=adaptation, metric="diag"),
     )  # fmt: skip
     x = trace.posterior["x"]
     flat = x.reshape(-1, 6)

@@ -8,58 +8,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import carray, cfunc
 
 import kiln_samplers as ks
 from kiln_samplers import _c_nuts, _nuts
-from kiln_samplers._dense_metric import AUTO_DENSE_NDIM, DenseMetric
+from kiln_samplers._dense_metric import DenseMetric
 from kiln_samplers._native import NativeLogp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from native_models import LOGP_C, Native  # noqa: E402
+from native_models import Native, correlated_gaussian  # noqa: E402
 
 # A correlated, badly scaled 5-d Gaussian: a diagonal metric cannot make it isotropic.
 SCALES = np.array([1.0, 0.01, 5.0, 2.0, 100.0])
 CORR = 0.97 ** np.abs(np.subtract.outer(np.arange(5), np.arange(5)))
 COV = CORR * np.outer(SCALES, SCALES)
-PRECISION = np.linalg.inv(COV)
 MEAN = np.array([1.0, -0.02, 3.0, 0.0, 50.0])
 
 
-@cfunc(LOGP_C)
-def _correlated_c(n, x_, grad_, logp_, user_data):
-    x, grad = carray(x_, (n,)), carray(grad_, (n,))
-    total = 0.0
-    for i in range(n):
-        g = 0.0
-        for j in range(n):
-            g -= PRECISION[i, j] * (x[j] - MEAN[j])
-        grad[i] = g
-        total += (x[i] - MEAN[i]) * g
-    logp_[0] = 0.5 * total
-    return 0
-
-
-class Correlated:
-    """The correlated Gaussian in the compiled-model protocol (Python log-density)."""
-
-    ndim = 5
-    out_names = ["x"]
-    dims = {"x": None}
-    coords: dict = {}
-
-    def logp_dlogp(self, x):
-        g = -PRECISION @ (x - MEAN)
-        return 0.5 * float((x - MEAN) @ g), g
-
-    def logp(self, x):
-        return self.logp_dlogp(x)[0]
-
-    def expand(self, x):
-        return {"x": x.copy()}
-
-    def initial_point(self, seed=None):
-        return MEAN + np.random.default_rng(seed).uniform(-1, 1, self.ndim) * SCALES
+_correlated_c, Correlated = correlated_gaussian(MEAN, COV)
 
 
 def _native():
@@ -145,13 +110,8 @@ def test_a_window_of_fewer_than_twice_n_draws_sets_the_variances_only():
     np.testing.assert_allclose(metric.factor, np.diag(np.sqrt(expected)), rtol=1e-12)
 
 
-def test_the_automatic_metric_is_dense_for_small_models_under_stans_windows():
-    assert _nuts.uses_dense_metric(ks.NutsSettings(), AUTO_DENSE_NDIM)
-    assert not _nuts.uses_dense_metric(ks.NutsSettings(), AUTO_DENSE_NDIM + 1)
-    assert not _nuts.uses_dense_metric(ks.NutsSettings(adaptation="grad"), 3)
-    assert not _nuts.uses_dense_metric(ks.NutsSettings(metric="diag"), 3)
-    assert _nuts.uses_dense_metric(ks.NutsSettings(metric="dense"), 10 * AUTO_DENSE_NDIM)
-    assert _sample("auto", _native(), draws=50).metric == "dense"
+def test_the_metric_is_reported():
+    assert _sample("dense", _native(), draws=50).metric == "dense"
     assert _sample("diag", _native(), draws=50).metric == "diag"
 
 
@@ -177,7 +137,7 @@ def test_a_chain_ends_in_the_models_coordinates():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"metric": "full"}, "metric: expected one of 'auto', 'diag', 'dense', got 'full'"),
+        ({"metric": "full"}, "metric: expected one of 'diag', 'dense', got 'full'"),
         ({"metric": "dense", "adaptation": "grad"}, "adaptation: metric='dense'"),
     ],
 )
@@ -194,10 +154,3 @@ def test_without_the_c_kernel_a_dense_metric_says_it_runs_in_python(monkeypatch)
     assert trace.kernel == "python"
     x = trace.posterior["x"].reshape(-1, 5)
     np.testing.assert_allclose(x.std(0), SCALES, rtol=0.25)
-
-
-def test_without_the_c_kernel_the_automatic_metric_of_a_native_model_is_diagonal(monkeypatch):
-    monkeypatch.setattr(_c_nuts, "affine_logp_address", lambda: None)
-    trace = _sample("auto", _native(), draws=50)
-    assert trace.metric == "diag"
-    assert _sample("auto", None, draws=50).metric == "dense"  # Python runs it either way

@@ -98,18 +98,17 @@ def sample(
     ``max_treedepth`` (10), ``max_energy_error`` (1000), ``adaptation``, the warm-up
     of its diagonal mass matrix: ``"stan"`` (the default, Stan's windows) or ``"grad"``
     (nutpie's gradient-based estimate; the user guide's warm-up section compares them),
-    and ``metric``: ``"auto"`` (the default), ``"diag"`` or ``"dense"``.
+    and ``metric``: ``"diag"`` (the default) or ``"dense"``.
 
     ``init`` takes PyMC's names. ``"auto"`` (the default) starts each chain at a
-    jittered initial point and adapts the engine's default mass matrix; kiln's NUTS
-    adapts a dense one for models of at most 50 unconstrained coordinates
-    (``metric="auto"``), a diagonal one for larger models. ``"jitter+adapt_diag"``
-    asks for a diagonal mass matrix; ``"jitter+adapt_full"`` for a dense one (kiln's
-    NUTS: ``metric="dense"``, the covariance of the warm-up draws over Stan's windows;
-    numpyro and blackjax: ``dense_mass=True``), which samples correlated posteriors
-    (regressions on correlated predictors) in far fewer steps; ``"adapt_diag"`` and
-    ``"adapt_full"`` start at the initial point itself. The mass matrix kiln's NUTS
-    adapted is the result's ``nuts_metric`` attribute.
+    jittered initial point and adapts the engine's default mass matrix (diagonal, for
+    every engine). ``"jitter+adapt_diag"`` asks for a diagonal mass matrix;
+    ``"jitter+adapt_full"`` for a dense one (kiln's NUTS: ``metric="dense"``, the
+    covariance of the warm-up draws over Stan's windows; numpyro and blackjax:
+    ``dense_mass=True``), which samples correlated posteriors (regressions on
+    correlated predictors) in far fewer steps; ``"adapt_diag"`` and ``"adapt_full"``
+    start at the initial point itself. The mass matrix kiln's NUTS adapted is the
+    result's ``nuts_metric`` attribute.
 
     ``step`` takes step methods (``kl.Metropolis([mu])``, a list of them, or a
     ``kl.CompoundStep``); the free variables no step covers get NUTS (continuous),

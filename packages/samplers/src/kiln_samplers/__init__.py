@@ -24,7 +24,6 @@ from kiln_samplers._compound import sample_steps as sample_steps
 from kiln_samplers._compound import trace_from_step_chains as trace_from_step_chains
 from kiln_samplers._demetropolis import DEMetropolis as DEMetropolis
 from kiln_samplers._demetropolis import DEMetropolisZ as DEMetropolisZ
-from kiln_samplers._dense_metric import AUTO_DENSE_NDIM as AUTO_DENSE_NDIM
 from kiln_samplers._discrete_steps import BinaryMetropolis as BinaryMetropolis
 from kiln_samplers._discrete_steps import CategoricalGibbsMetropolis as CategoricalGibbsMetropolis
 from kiln_samplers._jax_nuts import sample_blackjax as sample_blackjax

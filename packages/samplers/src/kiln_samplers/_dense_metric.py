@@ -23,14 +23,6 @@ import numpy as np
 
 from kiln_samplers._protocol import NativePointers
 
-#: ``NutsSettings(metric="auto")`` adapts a dense metric for models of at most this
-#: many coordinates. Measured (``benchmarks/warmup_efficiency.py``, 5 seeds): on the
-#: posteriordb references (3 to 21 coordinates) the dense metric gave 0.94 to 220
-#: times nutpie's ESS per gradient; on M2 (175 coordinates) 0.66 times, at 40 times
-#: the wall time of the diagonal one (two n x n triangular products per gradient, and
-#: a covariance that the warm-up's windows estimate poorly).
-AUTO_DENSE_NDIM = 50
-
 
 class _Affine(ctypes.Structure):
     _fields_ = (

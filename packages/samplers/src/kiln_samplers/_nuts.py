@@ -33,7 +33,7 @@ from kiln_samplers._adaptation import (
     regularized_variance,
     warmup_schedule,
 )
-from kiln_samplers._dense_metric import AUTO_DENSE_NDIM, DenseMetric
+from kiln_samplers._dense_metric import DenseMetric
 from kiln_samplers._native import NativeLogp
 from kiln_samplers._protocol import CompiledModel, NativePointers
 
@@ -55,7 +55,7 @@ STAT_NAMES = (
 #: The warm-up schedules of the mass matrix (``NutsSettings.adaptation``).
 ADAPTATIONS = ("stan", "grad")
 #: The mass matrices (``NutsSettings.metric``).
-METRICS = ("auto", "diag", "dense")
+METRICS = ("diag", "dense")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,9 +68,7 @@ class NutsSettings:
     draws on). ``metric="dense"`` adapts a dense mass matrix instead, over Stan's
     windows (the covariance of the draws, Stan's ``dense_e``; PyMC's ``adapt_full``):
     for correlated posteriors, at two n x n triangular products per gradient
-    (:mod:`kiln_samplers._dense_metric`). ``"auto"`` (the default) is dense for models
-    of at most :data:`~kiln_samplers._dense_metric.AUTO_DENSE_NDIM` coordinates under
-    Stan's windows, diagonal otherwise.
+    (:mod:`kiln_samplers._dense_metric`).
     """
 
     target_accept: float = 0.8
@@ -78,7 +76,7 @@ class NutsSettings:
     max_energy_error: float = 1000.0
     chunk: int = 50
     adaptation: str = "stan"
-    metric: str = "auto"
+    metric: str = "diag"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.target_accept < 1.0:
@@ -135,18 +133,6 @@ class ChainResult:
     step_size_bar: float = math.nan
     #: The mass matrix adapted: ``"diag"`` or ``"dense"``.
     metric: str = "diag"
-
-
-def uses_dense_metric(settings: NutsSettings, n: int) -> bool:
-    """Whether NUTS with ``settings`` adapts a dense mass matrix for ``n`` coordinates.
-
-    For ``"auto"``, where a native model's chains would need the C kernel for it and
-    it is not available, :func:`run_chain` keeps the diagonal metric (and the Numba
-    kernel) instead.
-    """
-    if settings.metric == "auto":
-        return settings.adaptation == "stan" and n <= AUTO_DENSE_NDIM
-    return settings.metric == "dense"
 
 
 _dense_warned = threading.Event()
@@ -588,7 +574,7 @@ def _run_chain(
     fn: Callable[..., float]
     user_data: Any
     n = state.q.shape[0]
-    dense = DenseMetric(n) if uses_dense_metric(settings, n) else None
+    dense = DenseMetric(n) if settings.metric == "dense" else None
     python_fn = _python_fn(model)
     if native is not None and dense is not None:
         from kiln_samplers._c_nuts import affine_logp_address
@@ -596,8 +582,6 @@ def _run_chain(
         address = affine_logp_address()
         if address is not None:
             native = dense.native(native, address)
-        elif settings.metric == "auto":  # the Numba kernel, with the diagonal metric
-            dense = None
         else:  # no C kernel to call the map natively: Python calls it
             python_fn, native = NativeLogp(native), None
             _warn_dense_in_python()
