@@ -288,7 +288,7 @@ def affine_logp_address() -> int | None:
     None where the C kernel is not available. See :mod:`kiln_samplers._dense_metric`.
     """
     lib = library()
-    return None if lib is None else int(ctypes.cast(lib.kiln_affine_logp, _p).value or 0) or None
+    return None if lib is None else ctypes.cast(lib.kiln_affine_logp, _p).value
 
 
 def loaded_library() -> Any:

@@ -87,12 +87,11 @@ class DenseMetric:
 
     def python_fn(self, fn: Callable[..., float]) -> Callable[..., float]:
         """Return ``fn(x, grad, user_data)`` (the kernels' log-density) in ``y``."""
-        factor = self.factor
+        factor, g = self.factor, np.empty(self.factor.shape[0])  # one chain: one caller
 
         def in_y(y: np.ndarray, grad: np.ndarray, user_data: Any) -> float:
-            g = np.empty_like(y)
             logp = fn(factor @ y, g, user_data)
-            grad[:] = factor.T @ g
+            np.matmul(factor.T, g, out=grad)
             return logp
 
         if hasattr(fn, "check"):  # a native function's fatal codes (_nuts._check_fatal)
