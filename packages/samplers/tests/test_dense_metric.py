@@ -137,7 +137,7 @@ def test_a_chain_ends_in_the_models_coordinates():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"metric": "full"}, "metric: expected one of 'diag', 'dense', got 'full'"),
+        ({"metric": "full"}, "metric: expected one of 'auto', 'diag', 'dense', got 'full'"),
         ({"metric": "dense", "adaptation": "grad"}, "adaptation: metric='dense'"),
     ],
 )

@@ -16,6 +16,7 @@ covariance of each window's draws, regularized as Stan does but free of the scal
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +86,10 @@ class DenseMetric:
         """Return the model's gradient ``L⁻ᵀ g`` from the gradient ``g`` in ``y``."""
         return np.linalg.solve(self.factor.T, grad_y)
 
+    def is_diagonal(self) -> bool:
+        """Whether the metric is diagonal (its factor has no off-diagonal element)."""
+        return bool(np.count_nonzero(self.factor - np.diag(np.diagonal(self.factor))) == 0)
+
     def python_fn(self, fn: Callable[..., float]) -> Callable[..., float]:
         """Return ``fn(x, grad, user_data)`` (the kernels' log-density) in ``y``."""
         factor, g = self.factor, np.empty(self.factor.shape[0])  # one chain: one caller
@@ -102,29 +107,16 @@ class DenseMetric:
         """Return ``native`` in ``y`` through the C map at ``address``."""
         return AffineNative(native, self, address)
 
-    def adapt(self, window: np.ndarray) -> bool:
+    def adapt(self, window: np.ndarray, diagonal: bool = False) -> bool:
         """Set ``L Lᵀ`` to the regularized covariance of ``window`` (one draw per row).
 
-        Stan's regularization made scale-free: ``w Σ + (1 - w) 1e-3 D`` for ``m``
-        draws, ``w = m / (m + 5)``, ``Σ`` their covariance and ``D`` its diagonal
-        (Stan adds ``1e-3 I``, which swamps a posterior whose standard deviations are
-        1e-3 or less; a coordinate that did not move gets Stan's 1e-3). A window of
-        fewer than ``2 n`` draws sets the variances only (a diagonal ``L``). Returns
-        False (the metric unchanged) where it is not finite or not positive definite.
+        :func:`regularized_covariance`; ``diagonal``: its variances only (a diagonal
+        ``L``). Returns False (the metric unchanged) where it is not finite or not
+        positive definite.
         """
-        m, n = window.shape
-        if m < 2:
+        covariance = regularized_covariance(window, diagonal)
+        if covariance is None:
             return False
-        covariance = np.atleast_2d(np.cov(window, rowvar=False))
-        if not np.all(np.isfinite(covariance)):
-            return False
-        if m < 2 * n:  # too few draws for the correlations: the variances only
-            covariance = np.diag(np.diagonal(covariance))
-        weight = m / (m + 5.0)
-        variance = np.diagonal(covariance).copy()
-        variance[~(variance > 0.0)] = 1.0
-        covariance *= weight
-        covariance[np.diag_indices(n)] += (1.0 - weight) * 1e-3 * variance
         try:
             factor = np.linalg.cholesky(covariance)
         except np.linalg.LinAlgError:
@@ -133,3 +125,94 @@ class DenseMetric:
             return False
         self.factor[:] = factor
         return True
+
+
+def regularized_covariance(window: np.ndarray, diagonal: bool = False) -> np.ndarray | None:
+    """Return the regularized covariance of ``window`` (one draw per row), or None.
+
+    Stan's regularization made scale-free: ``w Σ + (1 - w) 1e-3 D`` for ``m`` draws,
+    ``w = m / (m + 5)``, ``Σ`` their covariance and ``D`` its diagonal (Stan adds
+    ``1e-3 I``, which swamps a posterior whose standard deviations are 1e-3 or less; a
+    coordinate that did not move gets Stan's 1e-3). A window of fewer than ``2 n``
+    draws, or ``diagonal``, gives the variances only. None: fewer than two draws, or
+    a covariance that is not finite.
+    """
+    m, n = window.shape
+    if m < 2:
+        return None
+    covariance = np.atleast_2d(np.cov(window, rowvar=False))
+    if not np.all(np.isfinite(covariance)):
+        return None
+    if diagonal or m < 2 * n:  # too few draws for the correlations: the variances only
+        covariance = np.diag(np.diagonal(covariance))
+    weight = m / (m + 5.0)
+    variance = np.diagonal(covariance).copy()
+    variance[~(variance > 0.0)] = 1.0
+    covariance *= weight
+    covariance[np.diag_indices(n)] += (1.0 - weight) * 1e-3 * variance
+    return covariance
+
+
+#: ``metric="auto"`` considers a dense mass matrix for at most this many coordinates
+#: (it costs two n x n products per gradient, and an n x n eigen-decomposition per window).
+AUTO_MAX_DIM = 100
+#: How far the gradients may exceed a Gaussian's (the largest eigenvalue of ``Lᵀ F L``
+#: against its sampling noise) where the dense metric is kept for the draws.
+GAUSSIAN_SLACK = 3.0
+#: How much smaller the dense metric's spread must be than the diagonal one's, for the
+#: draws, and to try it over the next window of the warm-up (a diagonal metric's draws
+#: spread slowly along correlations, and show less of them).
+MIN_GAIN, TRY_GAIN = 4.0, 2.0
+
+
+def _whitened(covariance: np.ndarray, fisher: np.ndarray) -> np.ndarray:
+    """Return the eigenvalues of ``Lᵀ F L`` (``L Lᵀ`` = ``covariance``, ``F`` = ``fisher``)."""
+    factor = np.linalg.cholesky(covariance)
+    return np.linalg.eigvalsh(factor.T @ fisher @ factor)
+
+
+def _spread(eigenvalues: np.ndarray) -> float:
+    return float(eigenvalues[-1] / eigenvalues[0]) if eigenvalues[0] > 0.0 else math.inf
+
+
+def prefers_dense(
+    window: np.ndarray, gradients: Callable[[np.ndarray], np.ndarray], final: bool
+) -> bool | None:
+    """Whether a window of draws (one per row) asks for a dense mass matrix.
+
+    ``gradients(window)`` returns the log-density's gradient at each draw (called only
+    where the window has enough draws); ``final``: the metric is the one the draws will
+    use. None: too few draws (under ``2 n``) to say.
+
+    For a Gaussian posterior of covariance ``Σ`` the gradients' covariance ``F`` is
+    ``Σ⁻¹``: with a mass matrix whose inverse ``L Lᵀ`` is ``Σ``, ``Lᵀ F L`` is the
+    identity. Its condition number is the spread that sets NUTS's step size against its
+    trajectory length: the dense metric is worth it where the diagonal metric's spread
+    is at least :data:`MIN_GAIN` times the dense one's (correlations that a diagonal
+    metric cannot undo; :data:`TRY_GAIN` before the final window). A funnel's gradients
+    are far larger in its neck than its draws' covariance says (``Lᵀ F L`` has
+    eigenvalues well above 1); there a dense estimate is a poor and unstable fit (a
+    chain can end its warm-up with a step size too large for the neck). So for the
+    ``final`` metric the largest eigenvalue must also be within :data:`GAUSSIAN_SLACK`
+    of its sampling noise for ``m`` Gaussian draws of ``n`` coordinates, Marchenko and
+    Pastur's ``(1 + √(n/m))²``. (Eigenvalues below 1 are a window that has not yet
+    spread along some correlation, which the draws then explore with shorter steps
+    than they could: slower, not unstable.)
+    """
+    m, n = window.shape
+    if m < 2 * n:
+        return None
+    dense, diag = regularized_covariance(window), regularized_covariance(window, True)
+    if dense is None or diag is None:
+        return False
+    at_draws = gradients(window)
+    if not np.all(np.isfinite(at_draws)):
+        return False
+    fisher = np.atleast_2d(np.cov(at_draws, rowvar=False))
+    try:
+        whitened, diag_whitened = _whitened(dense, fisher), _whitened(diag, fisher)
+    except np.linalg.LinAlgError:
+        return False
+    if _spread(diag_whitened) < (MIN_GAIN if final else TRY_GAIN) * _spread(whitened):
+        return False
+    return not final or bool(whitened[-1] <= GAUSSIAN_SLACK * (1.0 + math.sqrt(n / m)) ** 2)

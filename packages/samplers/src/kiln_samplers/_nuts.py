@@ -2,7 +2,8 @@
 
 ``init_chain`` makes a :class:`ChainState`; ``run_chain`` advances it through warm-up
 (a diagonal mass matrix, by Stan's windowed adaptation or nutpie's gradient-based one,
-and a dual-averaging step size) and sampling, in chunks: each chunk runs in compiled
+or a dense one where the warm-up finds correlations it can fit, and a dual-averaging
+step size) and sampling, in chunks: each chunk runs in compiled
 code (a kernel calling the model's native log-density, GIL released) or, for models
 without one, in Python calling ``model.logp_dlogp``. The kernel is C
 (:mod:`kiln_samplers._c_nuts`), or Numba's without a C compiler; while Numba's first
@@ -33,7 +34,7 @@ from kiln_samplers._adaptation import (
     regularized_variance,
     warmup_schedule,
 )
-from kiln_samplers._dense_metric import DenseMetric
+from kiln_samplers._dense_metric import AUTO_MAX_DIM, DenseMetric, prefers_dense
 from kiln_samplers._native import NativeLogp
 from kiln_samplers._protocol import CompiledModel, NativePointers
 
@@ -55,7 +56,7 @@ STAT_NAMES = (
 #: The warm-up schedules of the mass matrix (``NutsSettings.adaptation``).
 ADAPTATIONS = ("stan", "grad")
 #: The mass matrices (``NutsSettings.metric``).
-METRICS = ("diag", "dense")
+METRICS = ("auto", "diag", "dense")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +69,12 @@ class NutsSettings:
     draws on). ``metric="dense"`` adapts a dense mass matrix instead, over Stan's
     windows (the covariance of the draws, Stan's ``dense_e``; PyMC's ``adapt_full``):
     for correlated posteriors, at two n x n triangular products per gradient
-    (:mod:`kiln_samplers._dense_metric`).
+    (:mod:`kiln_samplers._dense_metric`). ``metric="auto"`` (the default) starts
+    diagonal and takes the dense metric at the end of a window of Stan's whose draws
+    look Gaussian and correlated
+    (:func:`~kiln_samplers._dense_metric.prefers_dense`; models of at most
+    :data:`~kiln_samplers._dense_metric.AUTO_MAX_DIM` coordinates); with
+    ``adaptation="grad"`` it is the diagonal metric.
     """
 
     target_accept: float = 0.8
@@ -76,7 +82,7 @@ class NutsSettings:
     max_energy_error: float = 1000.0
     chunk: int = 50
     adaptation: str = "stan"
-    metric: str = "diag"
+    metric: str = "auto"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.target_accept < 1.0:
@@ -136,6 +142,7 @@ class ChainResult:
 
 
 _dense_warned = threading.Event()
+_auto_warned = threading.Event()
 
 
 def _warn_dense_in_python() -> None:
@@ -147,6 +154,20 @@ def _warn_dense_in_python() -> None:
             "or its build failed), so the chains run NUTS in Python on the model's native "
             "log-density, which is much slower; install a C compiler (cc) for the "
             "compiled kernel",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+def _warn_auto_stays_diagonal() -> None:
+    """Say once per process that ``metric="auto"`` keeps the diagonal metric without C."""
+    if not _auto_warned.is_set():
+        _auto_warned.set()
+        warnings.warn(
+            "metric='auto': the warm-up found correlations that a dense mass matrix would "
+            "fit, but kiln's C NUTS kernel is not available here (no C compiler), and "
+            "without it the dense metric's chains would run in Python; the chains keep "
+            "the diagonal mass matrix (metric='dense' runs them in Python)",
             RuntimeWarning,
             stacklevel=4,
         )
@@ -408,9 +429,9 @@ class _Pieces:
     changes no draw (the kernel's state lives in the chain's arrays and generator).
     """
 
-    kernel: Callable[..., float]
-    fn: Callable[..., float]
-    user_data: Any
+    #: The kernel, its log-density and user data, and the kernel's kind, in the
+    #: coordinates of a dense metric (None: the model's); None where that cannot run.
+    functions: Callable[[DenseMetric | None], _Functions | None]
     state: ChainState
     settings: NutsSettings
     stop: threading.Event | None
@@ -418,6 +439,48 @@ class _Pieces:
     per_draw: float = math.inf
     #: Leapfrog steps of the transitions run so far.
     n_leapfrog: int = 0
+    #: The dense metric whose coordinates the chain runs in, if any.
+    dense: DenseMetric | None = None
+    #: ``metric="auto"`` keeps the diagonal metric (no dense kernel can run).
+    diagonal_only: bool = False
+    kernel: Callable[..., float] = dataclasses.field(init=False)
+    fn: Callable[..., float] = dataclasses.field(init=False)
+    user_data: Any = dataclasses.field(init=False)
+    kind: str = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        made = self.functions(self.dense)
+        assert made is not None  # the model's own coordinates always run
+        self.kernel, self.fn, self.user_data, self.kind = made
+
+    def use_dense(self) -> bool:
+        """Run on in a new dense metric's coordinates (the identity: the point stays).
+
+        False (nothing changed) where its kernel cannot run.
+        """
+        n = self.state.q.shape[0]
+        dense = DenseMetric(n)
+        made = self.functions(dense)
+        if made is None:
+            return False
+        self.kernel, self.fn, self.user_data, self.kind = made
+        self.dense, self.state.inv_mass = dense, np.ones(n)
+        return True
+
+    def positions(self, y: np.ndarray) -> np.ndarray:
+        """Return the model's coordinates of the chain's ``y`` (points, one per row)."""
+        return y if self.dense is None else self.dense.positions(y)
+
+    def model_gradients(self, x: np.ndarray) -> np.ndarray:
+        """Return the log-density's gradient at each row of ``x`` (the model's coordinates)."""
+        dense, out = self.dense, np.empty_like(x)
+        y = np.ascontiguousarray(x if dense is None else np.linalg.solve(dense.factor, x.T).T)
+        grad = np.empty(x.shape[1])
+        for i in range(x.shape[0]):
+            self.fn(y[i], grad, self.user_data)
+            out[i] = grad
+        _check_fatal(self.fn)
+        return out if dense is None else np.linalg.solve(dense.factor.T, out.T).T
 
     def run(
         self,
@@ -461,49 +524,68 @@ class _Pieces:
 
 
 def _warm_up_stan(
-    pieces: _Pieces,
-    tune: int,
-    warm_draws: np.ndarray,
-    warm_stats: np.ndarray,
-    dense: DenseMetric | None = None,
+    pieces: _Pieces, tune: int, warm_draws: np.ndarray, warm_stats: np.ndarray
 ) -> tuple[int, bool]:
     """Run Stan's windowed warm-up; return the leapfrog steps and whether it completed.
 
-    The mass matrix is the regularized variance of each window's draws
-    (:func:`~kiln_samplers._adaptation.warmup_schedule`), or with ``dense`` their
-    regularized covariance (the chain then runs in ``dense``'s coordinates, which
-    change with it); the step size is searched again and its dual averaging restarted
-    after each window.
+    The step size is searched again and its dual averaging restarted after each window,
+    and the mass matrix re-estimated (:func:`_end_window`).
     """
-    state, settings, fn, user_data = pieces.state, pieces.settings, pieces.fn, pieces.user_data
-    _restart_step_size(state, _find_step_size(fn, user_data, state))
+    state, settings = pieces.state, pieces.settings
+    _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state))
     window_start, ends = warmup_schedule(tune)
     last_end = ends[-1] if ends else 0
     boundaries = sorted({window_start, *ends, tune} - {0})
-    window: list[np.ndarray] = []  # the dense metric's window, in the model's coordinates
+    keep = settings.metric == "dense" or (
+        settings.metric == "auto" and state.q.shape[0] <= AUTO_MAX_DIM
+    )
+    window: list[np.ndarray] = []  # the window's draws, in the model's coordinates
     i = 0
     while i < tune:
         stop_at = min([b for b in boundaries if b > i] + [i + settings.chunk])
         m = stop_at - i
         collect = window_start <= i < last_end
-        if pieces.run(m, warm_draws, warm_stats, True, collect and dense is None) < m:
+        if pieces.run(m, warm_draws, warm_stats, True, collect and pieces.dense is None) < m:
             return pieces.n_leapfrog, False
-        if collect and dense is not None:
-            window.append(dense.positions(warm_draws[:m]))
+        if collect and keep:
+            window.append(pieces.positions(warm_draws[:m]))
         i = stop_at
         if i in ends:
-            if dense is None:
-                state.inv_mass = regularized_variance(state.welford)
-                state.welford[:] = 0.0
-            else:
-                x = dense.positions(state.q)
-                if dense.adapt(np.concatenate(window)):
-                    state.q[:] = dense.coordinates(x)
-                    state.logp = float(fn(state.q, state.grad, user_data))
-                    _check_fatal(fn)
-                window = []
-            _restart_step_size(state, _find_step_size(fn, user_data, state))
+            _end_window(pieces, np.concatenate(window) if window else None, i == last_end)
+            window = []
+            _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state))
     return pieces.n_leapfrog, True
+
+
+def _end_window(pieces: _Pieces, window: np.ndarray | None, last: bool) -> None:
+    """Set the mass matrix from a window of Stan's warm-up (``last``: the last window).
+
+    The diagonal metric takes the regularized variance of the kernel's Welford sums
+    (:func:`~kiln_samplers._adaptation.warmup_schedule`); the dense one the regularized
+    covariance of ``window`` (the draws, in the model's coordinates), and the chain
+    moves to its new coordinates. ``metric="auto"`` takes the dense metric where
+    :func:`~kiln_samplers._dense_metric.prefers_dense` says so (after the last window,
+    only for a posterior that looks Gaussian), and otherwise the dense metric's
+    variances (the diagonal metric).
+    """
+    state, settings = pieces.state, pieces.settings
+    dense = settings.metric == "dense"
+    if settings.metric == "auto" and window is not None and not pieces.diagonal_only:
+        choice = prefers_dense(window, pieces.model_gradients, last)
+        dense = pieces.dense is not None if choice is None else choice
+        if dense and pieces.dense is None and not pieces.use_dense():
+            _warn_auto_stays_diagonal()
+            pieces.diagonal_only, dense = True, False
+    if pieces.dense is None:
+        state.inv_mass = regularized_variance(state.welford)
+        state.welford[:] = 0.0
+        return
+    assert window is not None  # a dense metric keeps its windows
+    x = pieces.dense.positions(state.q)
+    if pieces.dense.adapt(window, diagonal=not dense):
+        state.q[:] = pieces.dense.coordinates(x)
+        state.logp = float(pieces.fn(state.q, state.grad, pieces.user_data))
+        _check_fatal(pieces.fn)
 
 
 def _warm_up_grad(
@@ -559,6 +641,10 @@ def _warm_up_grad(
     return pieces.n_leapfrog, True
 
 
+#: A chain's kernel, its log-density and user data, and the kernel's kind.
+_Functions = tuple[Callable[..., float], Callable[..., float], Any, str]
+
+
 def _run_chain(
     model: CompiledModel,
     state: ChainState,
@@ -570,36 +656,35 @@ def _run_chain(
     stop: threading.Event | None,
     out: tuple[np.ndarray, np.ndarray] | None,
 ) -> ChainResult:
-    kernel: Callable[..., float]
-    fn: Callable[..., float]
-    user_data: Any
-    n = state.q.shape[0]
-    dense = DenseMetric(n) if settings.metric == "dense" else None
-    python_fn = _python_fn(model)
-    if native is not None and dense is not None:
-        from kiln_samplers._c_nuts import affine_logp_address
+    def functions(dense: DenseMetric | None) -> _Functions | None:
+        model_native, python_fn = native, _python_fn(model)
+        if native is not None and dense is not None:
+            from kiln_samplers._c_nuts import affine_logp_address
 
-        address = affine_logp_address()
-        if address is not None:
-            native = dense.native(native, address)
-        else:  # no C kernel to call the map natively: Python calls it
-            python_fn, native = NativeLogp(native), None
-            _warn_dense_in_python()
-    if native is not None:
-        kernel, native_fn = _native_kernel(native, state, settings)
-        fn, user_data = native_fn, native_fn.user_data
-        kind = "numba" if isinstance(kernel, _UntilCompiled) else "c"
-    else:
+            address = affine_logp_address()
+            if address is not None:
+                model_native = dense.native(native, address)
+            elif settings.metric == "auto":  # not worth a chain in Python
+                return None
+            else:  # no C kernel to call the map natively: Python calls it
+                python_fn, model_native = NativeLogp(native), None
+                _warn_dense_in_python()
+        if model_native is not None:
+            kernel, native_fn = _native_kernel(model_native, state, settings)
+            kind = "numba" if isinstance(kernel, _UntilCompiled) else "c"
+            return kernel, native_fn, native_fn.user_data, kind
         user_data = getattr(python_fn, "user_data", None)
         fn = python_fn if dense is None else dense.python_fn(python_fn)
-        kernel, fn, kind = core.sample_chunk, _stoppable(fn, stop), "python"
-    pieces = _Pieces(kernel, fn, user_data, state, settings, stop, progress)
+        return core.sample_chunk, _stoppable(fn, stop), user_data, "python"
+
+    dense = DenseMetric(state.q.shape[0]) if settings.metric == "dense" else None
+    pieces = _Pieces(functions, state, settings, stop, progress, dense=dense)
     try:
-        return _warm_up_and_draw(pieces, draws, tune, out, kind, dense)
+        return _warm_up_and_draw(pieces, draws, tune, out)
     finally:
-        if dense is not None:  # the chain's state back in the model's coordinates
-            state.q[:] = dense.positions(state.q)
-            state.grad[:] = dense.model_gradient(state.grad)
+        if pieces.dense is not None:  # the chain's state back in the model's coordinates
+            state.q[:] = pieces.dense.positions(state.q)
+            state.grad[:] = pieces.dense.model_gradient(state.grad)
 
 
 def _warm_up_and_draw(
@@ -607,25 +692,23 @@ def _warm_up_and_draw(
     draws: int,
     tune: int,
     out: tuple[np.ndarray, np.ndarray] | None,
-    kind: str,
-    dense: DenseMetric | None,
 ) -> ChainResult:
     state, settings = pieces.state, pieces.settings
     n = state.q.shape[0]
     warm_draws = np.empty((min(settings.chunk, max(tune, 1)), n))
     warm_stats = np.empty((min(settings.chunk, max(tune, 1)), core.N_STATS))
-    stopped = ChainResult(np.empty((0, n)), np.empty((0, core.N_STATS)), 0, False, 0, kind)
     try:
         if settings.adaptation == "grad":
             n_leapfrog, done = _warm_up_grad(pieces, tune, warm_draws, warm_stats)
         else:
-            n_leapfrog, done = _warm_up_stan(pieces, tune, warm_draws, warm_stats, dense)
+            n_leapfrog, done = _warm_up_stan(pieces, tune, warm_draws, warm_stats)
     except _Stopped:
         n_leapfrog, done = pieces.n_leapfrog, False
-    metric = "diag" if dense is None else "dense"
+    dense = pieces.dense
+    metric = "dense" if dense is not None and not dense.is_diagonal() else "diag"
     if not done:  # stopped during warm-up: nothing kept
-        stopped.n_leapfrog, stopped.metric = n_leapfrog, metric
-        return stopped
+        empty = np.empty((0, n)), np.empty((0, core.N_STATS))
+        return ChainResult(*empty, 0, False, n_leapfrog, pieces.kind, metric=metric)
     if state.adapt[core.COUNT] == 0:
         # No adaptation ran (tune=0): draw with the step size of the initial search.
         state.adapt[core.LOG_EPS_BAR] = state.adapt[core.LOG_EPS]
@@ -644,4 +727,6 @@ def _warm_up_and_draw(
             break
     n_leapfrog = pieces.n_leapfrog
     eps_bar = math.exp(state.adapt[core.LOG_EPS_BAR])
-    return ChainResult(out_draws[:i], out_stats[:i], i, True, n_leapfrog, kind, eps_bar, metric)
+    return ChainResult(
+        out_draws[:i], out_stats[:i], i, True, n_leapfrog, pieces.kind, eps_bar, metric
+    )
