@@ -1,4 +1,7 @@
-"""kl.sample(init="adapt_full"): a dense mass matrix, as PyMC's init names it."""
+"""A dense mass matrix: kl.sample(init="adapt_full") (PyMC's name), and kiln's default.
+
+kiln's NUTS adapts one by default where the warm-up finds a correlated Gaussian posterior.
+"""
 
 from __future__ import annotations
 
@@ -37,9 +40,10 @@ def _sample(**kwargs):
             )
 
 
-@pytest.mark.parametrize("init", ["jitter+adapt_full", "adapt_full"])
+@pytest.mark.parametrize("init", ["auto", "jitter+adapt_full", "adapt_full"])
 def test_a_dense_mass_matrix_samples_a_correlated_posterior(init):
     idata = _sample(init=init, random_seed=2)
+    assert idata.attrs["nuts_metric"] == "dense"  # by default too: a Gaussian posterior
     post = idata["posterior"]
     draws = np.column_stack([post["a"].values.ravel(), post["b"].values.ravel()])
     mean, cov = _posterior()
@@ -59,7 +63,7 @@ def test_a_dense_mass_matrix_takes_fewer_steps_than_a_diagonal_one_here():
 
 
 def test_the_result_says_which_mass_matrix_kilns_nuts_adapted():
-    assert _sample(random_seed=1, draws=100, tune=100).attrs["nuts_metric"] == "diag"
+    assert _sample(init="adapt_diag", draws=100, tune=100).attrs["nuts_metric"] == "diag"
     assert _sample(init="adapt_full", draws=100, tune=100).attrs["nuts_metric"] == "dense"
 
 

@@ -98,11 +98,14 @@ def sample(
     ``max_treedepth`` (10), ``max_energy_error`` (1000), ``adaptation``, the warm-up
     of its diagonal mass matrix: ``"stan"`` (the default, Stan's windows) or ``"grad"``
     (nutpie's gradient-based estimate; the user guide's warm-up section compares them),
-    and ``metric``: ``"diag"`` (the default) or ``"dense"``.
+    and ``metric``: ``"auto"`` (the default: diagonal, or dense where the warm-up finds
+    correlations on a posterior that looks Gaussian, for models of at most 100
+    coordinates), ``"diag"`` or ``"dense"``.
 
     ``init`` takes PyMC's names. ``"auto"`` (the default) starts each chain at a
-    jittered initial point and adapts the engine's default mass matrix (diagonal, for
-    every engine). ``"jitter+adapt_diag"`` asks for a diagonal mass matrix;
+    jittered initial point and adapts the engine's default mass matrix (kiln's NUTS:
+    ``metric="auto"``; the other engines: diagonal). ``"jitter+adapt_diag"`` asks for a
+    diagonal mass matrix;
     ``"jitter+adapt_full"`` for a dense one (kiln's NUTS: ``metric="dense"``, the
     covariance of the warm-up draws over Stan's windows; numpyro and blackjax:
     ``dense_mass=True``), which samples correlated posteriors (regressions on
