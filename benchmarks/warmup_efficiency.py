@@ -1,17 +1,18 @@
 """ESS per gradient of kiln's NUTS under each warm-up schedule, over several seeds.
 
 For every posteriordb reference and M1-M3 (as ``sampling_efficiency.py`` builds them)
-and each warm-up of :data:`WARMUPS` (``"default"``: kiln's default; ``"stan"`` and
-``"grad"``, ``NutsSettings.adaptation`` of the diagonal metric; ``"dense"``,
-``metric="dense"``: what ``init="adapt_full"`` runs; ``"nutpie"``: nutpie's own sampler,
-``kl.sample(nuts_sampler="nutpie")``), one process per model and schedule runs
-``kl.sample`` with ``sampling_efficiency.SETTINGS`` once per seed and prints one JSON
-line per run (``sampling_efficiency._summary``'s fields plus model, adaptation and
-seed). ESS per gradient does not depend on the machine's load, so a busy machine
-measures it as well as a quiet one; its run-to-run spread is large (often +-20%),
-hence the seeds. ``--output`` writes the runs, their means per model and schedule, and
-nutpie's ESS per gradient from ``--nutpie`` (an efficiency JSON of
-``sampling_efficiency.py``) where nutpie's warm-up did not run.
+and each warm-up of :data:`WARMUPS` (``"default"``: kiln's default, ``metric="auto"``;
+``"stan"`` and ``"grad"``, ``NutsSettings.adaptation`` of the diagonal metric;
+``"dense"``, ``metric="dense"``: what ``init="adapt_full"`` runs; ``"nutpie"``:
+nutpie's own sampler, ``kl.sample(nuts_sampler="nutpie")``), one process per model and
+schedule runs ``kl.sample`` with ``sampling_efficiency.SETTINGS`` once per seed and
+prints one JSON line per run (``sampling_efficiency._summary``'s fields plus model,
+adaptation, seed and the mass matrix kiln's NUTS adapted). ESS per gradient does not
+depend on the machine's load, so a busy machine measures it as well as a quiet one;
+its run-to-run spread is large (often +-20%), hence the seeds. ``--output`` writes the
+runs, their means per model and schedule, and nutpie's ESS per gradient from
+``--nutpie`` (an efficiency JSON of ``sampling_efficiency.py``) where nutpie's warm-up
+did not run.
 
 Run: ``python benchmarks/warmup_efficiency.py [--models ...] [--warmups default stan
 grad dense nutpie] [--seeds 1 2 3 4 5] [--nutpie FILE] [--output FILE]``.
@@ -55,7 +56,12 @@ def _child(model: str, adaptation: str, seeds: list[int]) -> None:
                 **{**se.SETTINGS, "random_seed": seed},
             )  # fmt: skip
             run = se._summary(idata, time.perf_counter() - start, se.SETTINGS["tune"])
-        print(json.dumps({"model": model, "adaptation": adaptation, "seed": seed, **run}))
+        metric = idata.attrs.get("nuts_metric")
+        print(
+            json.dumps(
+                {"model": model, "adaptation": adaptation, "seed": seed, "metric": metric, **run}
+            )
+        )
 
 
 def _means(runs: list[dict], nutpie: dict) -> dict:

@@ -3,9 +3,9 @@
 ``init_chain`` makes a :class:`ChainState`; ``run_chain`` advances it through warm-up
 (a diagonal mass matrix, by Stan's windowed adaptation or nutpie's gradient-based one,
 or a dense one where the warm-up finds correlations it can fit, and a dual-averaging
-step size) and sampling, in chunks: each chunk runs in compiled
-code (a kernel calling the model's native log-density, GIL released) or, for models
-without one, in Python calling ``model.logp_dlogp``. The kernel is C
+step size) and sampling, in chunks: each chunk runs in compiled code (a kernel calling
+the model's native log-density, GIL released) or, for models without one, in Python
+calling ``model.logp_dlogp``. The kernel is C
 (:mod:`kiln_samplers._c_nuts`), or Numba's without a C compiler; while Numba's first
 compile is still running in the background, the chunks run the same functions in
 Python on the native log-density (:class:`_UntilCompiled`). Between chunks the schedule
