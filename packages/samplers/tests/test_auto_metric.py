@@ -93,6 +93,53 @@ def test_the_c_and_numba_kernels_switch_to_the_dense_metric_alike(monkeypatch):
         np.testing.assert_array_equal(c.sample_stats[name], numba.sample_stats[name])
 
 
+class ShearedFunnel:
+    """A mild Neal funnel, sheared: correlated coordinates, and no Gaussian.
+
+    ``v ~ N(0, 1.5)``, ``x_i | v ~ N(0, exp(v / 2))``, ``y = shear (v, x)``.
+    """
+
+    ndim, sd = 5, 1.5
+    shear = np.eye(5) + 0.9 * np.tril(np.ones((5, 5)), -1)
+    unshear = np.linalg.inv(shear)
+    out_names = ["y"]
+    dims = {"y": None}
+    coords: dict = {}
+
+    def logp_dlogp(self, y):
+        z = self.unshear @ y
+        v, x = z[0], z[1:]
+        logp = -0.5 * v**2 / self.sd**2 - 0.5 * (x @ x) * np.exp(-v) - 0.5 * x.size * v
+        dz = np.concatenate([[-v / self.sd**2 + 0.5 * (x @ x) * np.exp(-v) - 0.5 * x.size],
+                             -x * np.exp(-v)])  # fmt: skip
+        return float(logp), self.unshear.T @ dz
+
+    def logp(self, y):
+        return self.logp_dlogp(y)[0]
+
+    def expand(self, y):
+        return {"y": y.copy()}
+
+    def initial_point(self, seed=None):
+        return self.shear @ np.random.default_rng(seed).uniform(-0.5, 0.5, self.ndim)
+
+
+def test_auto_tries_the_dense_metric_on_a_correlated_funnel_and_goes_back(monkeypatch):
+    tried = []
+    use_dense = _nuts._Pieces.use_dense
+    monkeypatch.setattr(_nuts._Pieces, "use_dense", lambda self: tried.append(1) or use_dense(self))
+    kwargs = dict(draws=500, tune=1000, chains=2, random_seed=3, progressbar=False)
+    trace = ks.sample_nuts(ShearedFunnel(), **kwargs)
+    assert tried  # its correlations asked for a try
+    assert trace.metric == "diag"  # and the last window said it is no Gaussian
+    v = (trace.posterior["y"].reshape(-1, 5) @ ShearedFunnel.unshear.T)[:, 0]
+    assert abs(v.mean()) < 0.3
+    assert v.std() == pytest.approx(ShearedFunnel.sd, rel=0.2)
+    # The choice depends on the draws alone: the same seed makes the same chains.
+    again = ks.sample_nuts(ShearedFunnel(), **kwargs)
+    np.testing.assert_array_equal(again.unconstrained, trace.unconstrained)
+
+
 # The rule itself, on exact draws and gradients.
 def _gaussian(m, cov=CORR, seed=0):
     draws = np.random.default_rng(seed).multivariate_normal(np.zeros(5), cov, size=m)

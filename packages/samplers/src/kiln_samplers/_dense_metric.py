@@ -163,6 +163,8 @@ GAUSSIAN_SLACK = 3.0
 #: draws, and to try it over the next window of the warm-up (a diagonal metric's draws
 #: spread slowly along correlations, and show less of them).
 MIN_GAIN, TRY_GAIN = 4.0, 2.0
+#: The number of coordinates at which the final gain asked is 4 times :data:`MIN_GAIN`.
+COST_DIM = 100.0
 
 
 def _whitened(covariance: np.ndarray, fisher: np.ndarray) -> np.ndarray:
@@ -189,7 +191,10 @@ def prefers_dense(
     identity. Its condition number is the spread that sets NUTS's step size against its
     trajectory length: the dense metric is worth it where the diagonal metric's spread
     is at least :data:`MIN_GAIN` times the dense one's (correlations that a diagonal
-    metric cannot undo; :data:`TRY_GAIN` before the final window). A funnel's gradients
+    metric cannot undo; :data:`TRY_GAIN` before the final window). The steps a
+    trajectory needs go as the square root of the spread, and a step's two n x n
+    products cost more against the model's gradient the more coordinates there are:
+    the final gain asked grows as ``(1 + n / COST_DIM)²``. A funnel's gradients
     are far larger in its neck than its draws' covariance says (``Lᵀ F L`` has
     eigenvalues well above 1); there a dense estimate is a poor and unstable fit (a
     chain can end its warm-up with a step size too large for the neck). So for the
@@ -213,6 +218,7 @@ def prefers_dense(
         whitened, diag_whitened = _whitened(dense, fisher), _whitened(diag, fisher)
     except np.linalg.LinAlgError:
         return False
-    if _spread(diag_whitened) < (MIN_GAIN if final else TRY_GAIN) * _spread(whitened):
+    gain = MIN_GAIN * (1.0 + n / COST_DIM) ** 2 if final else TRY_GAIN
+    if _spread(diag_whitened) < gain * _spread(whitened):
         return False
     return not final or bool(whitened[-1] <= GAUSSIAN_SLACK * (1.0 + math.sqrt(n / m)) ** 2)

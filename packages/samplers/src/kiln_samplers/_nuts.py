@@ -34,7 +34,12 @@ from kiln_samplers._adaptation import (
     regularized_variance,
     warmup_schedule,
 )
-from kiln_samplers._dense_metric import AUTO_MAX_DIM, DenseMetric, prefers_dense
+from kiln_samplers._dense_metric import (
+    AUTO_MAX_DIM,
+    DenseMetric,
+    prefers_dense,
+    regularized_covariance,
+)
 from kiln_samplers._native import NativeLogp
 from kiln_samplers._protocol import CompiledModel, NativePointers
 
@@ -467,6 +472,18 @@ class _Pieces:
         self.dense, self.state.inv_mass = dense, np.ones(n)
         return True
 
+    def use_diagonal(self, inv_mass: np.ndarray) -> None:
+        """Run on in the model's coordinates with the diagonal inverse mass ``inv_mass``."""
+        assert self.dense is not None
+        state = self.state
+        state.q[:] = self.dense.positions(state.q)
+        made = self.functions(None)
+        assert made is not None
+        self.kernel, self.fn, self.user_data, self.kind = made
+        self.dense, state.inv_mass = None, inv_mass
+        state.logp = float(self.fn(state.q, state.grad, self.user_data))
+        _check_fatal(self.fn)
+
     def positions(self, y: np.ndarray) -> np.ndarray:
         """Return the model's coordinates of the chain's ``y`` (points, one per row)."""
         return y if self.dense is None else self.dense.positions(y)
@@ -563,19 +580,31 @@ def _end_window(pieces: _Pieces, window: np.ndarray | None, last: bool) -> None:
     The diagonal metric takes the regularized variance of the kernel's Welford sums
     (:func:`~kiln_samplers._adaptation.warmup_schedule`); the dense one the regularized
     covariance of ``window`` (the draws, in the model's coordinates), and the chain
-    moves to its new coordinates. ``metric="auto"`` takes the dense metric where
-    :func:`~kiln_samplers._dense_metric.prefers_dense` says so (after the last window,
-    only for a posterior that looks Gaussian), and otherwise the dense metric's
-    variances (the diagonal metric).
+    moves to its new coordinates. ``metric="auto"`` tries the dense metric where
+    :func:`~kiln_samplers._dense_metric.prefers_dense` says so, and keeps it for the
+    draws only where it has been tried and still pays after the last window (for a
+    posterior that looks Gaussian); otherwise the chain goes back to the diagonal
+    metric. The choice depends on the draws only, so a seed gives the same chains.
     """
     state, settings = pieces.state, pieces.settings
     dense = settings.metric == "dense"
     if settings.metric == "auto" and window is not None and not pieces.diagonal_only:
-        choice = prefers_dense(window, pieces.model_gradients, last)
-        dense = pieces.dense is not None if choice is None else choice
-        if dense and pieces.dense is None and not pieces.use_dense():
+        tried = pieces.dense is not None
+        choice = False if last and not tried else None
+        if tried or not last:
+            choice = prefers_dense(window, pieces.model_gradients, last)
+        if choice is None:  # too few draws to say: as it was
+            dense = tried
+        elif choice and not tried and not pieces.use_dense():
             _warn_auto_stays_diagonal()
-            pieces.diagonal_only, dense = True, False
+            pieces.diagonal_only = True
+        elif tried and not choice:
+            covariance = regularized_covariance(window, diagonal=True)
+            inv_mass = np.diagonal(covariance).copy() if covariance is not None else None
+            pieces.use_diagonal(inv_mass if inv_mass is not None else np.ones(window.shape[1]))
+            return
+        else:
+            dense = choice
     if pieces.dense is None:
         state.inv_mass = regularized_variance(state.welford)
         state.welford[:] = 0.0
