@@ -7,7 +7,6 @@ Gaussian.
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +71,7 @@ def test_auto_keeps_the_diagonal_metric_above_its_size_limit(monkeypatch):
 
 def test_without_the_c_kernel_auto_says_it_keeps_the_diagonal_metric(monkeypatch):
     monkeypatch.setattr(_c_nuts, "affine_logp_address", lambda: None)
-    monkeypatch.setattr(_nuts, "_auto_warned", threading.Event())
+    monkeypatch.setattr(_nuts, "_warned", set())
     with pytest.warns(RuntimeWarning, match="metric='auto'.*keep the diagonal mass matrix"):
         trace = _sample(Correlated, _correlated_c, draws=300)
     assert trace.metric == "diag"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +147,7 @@ def test_bad_metric_settings(kwargs, match):
 
 def test_without_the_c_kernel_a_dense_metric_says_it_runs_in_python(monkeypatch):
     monkeypatch.setattr(_c_nuts, "affine_logp_address", lambda: None)
-    monkeypatch.setattr(_nuts, "_dense_warned", threading.Event())
+    monkeypatch.setattr(_nuts, "_warned", set())
     with pytest.warns(RuntimeWarning, match="metric='dense'.*NUTS in Python"):
         trace = _sample("dense", _native(), draws=300)
     assert trace.kernel == "python"

@@ -146,36 +146,32 @@ class ChainResult:
     metric: str = "diag"
 
 
-_dense_warned = threading.Event()
-_auto_warned = threading.Event()
+#: The warnings said once per process (``_warn_once``), by key.
+_WARNINGS = {
+    "dense": (
+        "metric='dense': kiln's C NUTS kernel is not available here (no C compiler, or "
+        "its build failed), so the chains run NUTS in Python on the model's native "
+        "log-density, which is much slower; install a C compiler (cc) for the compiled "
+        "kernel"
+    ),
+    "auto": (
+        "metric='auto': the warm-up found correlations that a dense mass matrix would "
+        "fit, but kiln's C NUTS kernel is not available here (no C compiler), and "
+        "without it the dense metric's chains would run in Python; the chains keep the "
+        "diagonal mass matrix (metric='dense' runs them in Python)"
+    ),
+}
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
-def _warn_dense_in_python() -> None:
-    """Say once per process that the dense metric's chains run the Python kernel."""
-    if not _dense_warned.is_set():
-        _dense_warned.set()
-        warnings.warn(
-            "metric='dense': kiln's C NUTS kernel is not available here (no C compiler, "
-            "or its build failed), so the chains run NUTS in Python on the model's native "
-            "log-density, which is much slower; install a C compiler (cc) for the "
-            "compiled kernel",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-
-
-def _warn_auto_stays_diagonal() -> None:
-    """Say once per process that ``metric="auto"`` keeps the diagonal metric without C."""
-    if not _auto_warned.is_set():
-        _auto_warned.set()
-        warnings.warn(
-            "metric='auto': the warm-up found correlations that a dense mass matrix would "
-            "fit, but kiln's C NUTS kernel is not available here (no C compiler), and "
-            "without it the dense metric's chains would run in Python; the chains keep "
-            "the diagonal mass matrix (metric='dense' runs them in Python)",
-            RuntimeWarning,
-            stacklevel=4,
-        )
+def _warn_once(key: str) -> None:
+    """Say the warning ``_WARNINGS[key]`` once per process (chains run in threads)."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(_WARNINGS[key], RuntimeWarning, stacklevel=4)
 
 
 def _python_fn(model: CompiledModel) -> Callable[..., float]:
@@ -596,7 +592,7 @@ def _end_window(pieces: _Pieces, window: np.ndarray | None, last: bool) -> None:
         if choice is None:  # too few draws to say: as it was
             dense = tried
         elif choice and not tried and not pieces.use_dense():
-            _warn_auto_stays_diagonal()
+            _warn_once("auto")
             pieces.diagonal_only = True
         elif tried and not choice:
             covariance = regularized_covariance(window, diagonal=True)
@@ -697,7 +693,7 @@ def _run_chain(
                 return None
             else:  # no C kernel to call the map natively: Python calls it
                 python_fn, model_native = NativeLogp(native), None
-                _warn_dense_in_python()
+                _warn_once("dense")
         if model_native is not None:
             kernel, native_fn = _native_kernel(model_native, state, settings)
             kind = "numba" if isinstance(kernel, _UntilCompiled) else "c"
