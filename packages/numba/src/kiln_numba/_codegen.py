@@ -46,6 +46,7 @@ import math
 import numba
 import numpy as np
 
+from kiln_numba._incomplete_kernels import *  # noqa: F403
 from kiln_numba._linalg_kernels import *  # noqa: F403
 from kiln_numba._random_kernels import *  # noqa: F403
 from kiln_numba._runtime import *  # noqa: F403
