@@ -153,3 +153,14 @@ def test_without_the_c_kernel_a_dense_metric_says_it_runs_in_python(monkeypatch)
     assert trace.kernel == "python"
     x = trace.posterior["x"].reshape(-1, 5)
     np.testing.assert_allclose(x.std(0), SCALES, rtol=0.25)
+
+
+def test_a_native_log_density_refuses_arrays_it_would_misread():
+    fn = NativeLogp(_native())
+    grad = np.empty(5)
+    strided = np.repeat(MEAN, 2)[::2]  # MEAN, every other element of a longer array
+    with pytest.raises(ValueError, match="x: expected a C-contiguous float64 array"):
+        fn(strided, grad, fn.user_data)
+    assert fn(np.ascontiguousarray(strided), grad, fn.user_data) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="grad: expected a C-contiguous float64"):
+        fn.status(MEAN.copy(), np.empty((5, 2))[:, 0])

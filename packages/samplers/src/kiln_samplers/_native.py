@@ -29,6 +29,16 @@ def fatal_error(native: NativePointers, code: int) -> RuntimeError:
     return RuntimeError(f"the model's native log-density failed: {what}")
 
 
+def _check_contiguous(x: np.ndarray, grad: np.ndarray) -> None:
+    """Raise unless ``x`` and ``grad`` are C-contiguous float64 (the ABI reads raw memory)."""
+    for name, a in (("x", x), ("grad", grad)):
+        if not (a.flags.c_contiguous and a.dtype == np.float64):
+            raise ValueError(
+                f"the native log-density's {name}: expected a C-contiguous float64 array, "
+                f"got {a.dtype} with strides {a.strides}"
+            )
+
+
 class NativeLogp:
     """``logp = fn(x, grad, user_data)`` over a model's native ``logp_cptr``.
 
@@ -46,6 +56,7 @@ class NativeLogp:
 
     def status(self, x: np.ndarray, grad: np.ndarray) -> tuple[int, float]:
         """Call the function at ``x`` (gradient into ``grad``); return its code and logp."""
+        _check_contiguous(x, grad)
         out = ctypes.c_double(0.0)
         code = self._call(
             x.shape[0], x.ctypes.data, grad.ctypes.data, ctypes.addressof(out), self.user_data
@@ -54,6 +65,7 @@ class NativeLogp:
 
     def __call__(self, x: np.ndarray, grad: np.ndarray, user_data: Any) -> float:
         """Return the log-density at ``x`` (gradient into ``grad``); -inf if rejected."""
+        _check_contiguous(x, grad)
         out = ctypes.c_double(0.0)
         code = self._call(
             x.shape[0], x.ctypes.data, grad.ctypes.data, ctypes.addressof(out), user_data
