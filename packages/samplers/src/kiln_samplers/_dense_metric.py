@@ -10,7 +10,8 @@ call it in the model's place); otherwise it wraps the Python log-density.
 
 The metric adapts over Stan's windows, as Stan's ``dense_e`` does: ``L Lᵀ`` becomes the
 covariance of each window's draws, regularized as Stan does but free of the scale
-(:meth:`DenseMetric.adapt`).
+(:meth:`DenseMetric.adapt`). :func:`prefers_dense` is the rule by which kiln's default,
+``metric="auto"``, takes it or keeps the diagonal metric.
 """
 
 from __future__ import annotations

@@ -75,8 +75,8 @@ class NutsSettings:
     windows (the covariance of the draws, Stan's ``dense_e``; PyMC's ``adapt_full``):
     for correlated posteriors, at two n x n triangular products per gradient
     (:mod:`kiln_samplers._dense_metric`). ``metric="auto"`` (the default) starts
-    diagonal and takes the dense metric at the end of a window of Stan's whose draws
-    look Gaussian and correlated
+    diagonal, tries the dense metric where a window of Stan's finds correlations it
+    undoes, and keeps it for the draws where the last window also looks Gaussian
     (:func:`~kiln_samplers._dense_metric.prefers_dense`; models of at most
     :data:`~kiln_samplers._dense_metric.AUTO_MAX_DIM` coordinates); with
     ``adaptation="grad"`` it is the diagonal metric.
