@@ -16,7 +16,7 @@ from kiln_samplers import _nuts_core as core
 
 
 def warmup_schedule(
-    tune: int, init_buffer: int = 75, term_buffer: int | None = None, base: int = 25
+    tune: int, init_buffer: int = 75, term_buffer: int = 50, base: int = 25
 ) -> tuple[int, list[int]]:
     """Return where the first slow window starts, and where each window ends.
 
@@ -24,15 +24,9 @@ def warmup_schedule(
 
     Stan's schedule: a fast initial buffer (step size only), then windows of doubling
     length (25, 50, 100, ...; the last one stretched to the terminal buffer), then a
-    fast terminal buffer. The terminal buffer (``term_buffer``) is by default nutpie's
-    final 15% of the warm-up, at least Stan's 50 iterations: the step size's dual
-    averaging then settles closer to ``target_accept`` (with 50 it ends with smaller
-    steps than it needs: 20-60% fewer effective draws per gradient, measured in the user
-    guide). Short warm-ups shrink the buffers to 15% / 10% of ``tune``; below 20
-    iterations only the step size adapts.
+    fast terminal buffer. Short warm-ups shrink the buffers to 15% / 10% of ``tune``;
+    below 20 iterations only the step size adapts.
     """
-    if term_buffer is None:
-        term_buffer = max(50, int(0.15 * tune))
     if tune < 20:
         return tune, []
     if init_buffer + term_buffer + base > tune:
