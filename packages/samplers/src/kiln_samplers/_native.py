@@ -29,8 +29,13 @@ def fatal_error(native: NativePointers, code: int) -> RuntimeError:
     return RuntimeError(f"the model's native log-density failed: {what}")
 
 
+_F64 = np.dtype(np.float64)
+
+
 def _check_contiguous(x: np.ndarray, grad: np.ndarray) -> None:
     """Raise unless ``x`` and ``grad`` are C-contiguous float64 (the ABI reads raw memory)."""
+    if x.flags.c_contiguous and grad.flags.c_contiguous and x.dtype is _F64 is grad.dtype:
+        return  # the common case, on the Python kernels' per-step path: one test
     for name, a in (("x", x), ("grad", grad)):
         if not (a.flags.c_contiguous and a.dtype == np.float64):
             raise ValueError(
