@@ -13,8 +13,10 @@ from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import (
     GradSchedule,
     grad_schedule,
+    gradient_variance,
     initial_inv_mass,
     new_welford,
+    regularized_variance,
     switch_draws,
 )
 from kiln_samplers._diagnostics import rhat_ess
@@ -80,6 +82,32 @@ def test_the_metric_keeps_an_element_without_an_estimate():
     core.grad_metric(welford, inv_mass)
     # x0 and g0 vary alike (ratio 1/2); x1 is constant (zero: kept); g2 is constant (kept)
     assert inv_mass.tolist() == [0.5, 3.0, 4.0]
+
+
+def test_the_last_windows_gradient_estimate_is_the_sqrt_of_the_variance_ratio():
+    welford, draws, grads = _run(np.ones(4), True, False)
+    estimate = gradient_variance(welford)
+    np.testing.assert_allclose(estimate, np.sqrt(draws.var(0) / grads.var(0)), rtol=1e-9)
+    np.testing.assert_allclose(estimate, SD**2, rtol=1e-12)  # a Gaussian's variances
+    # Stan's estimate of the same draws is noisier: 300 draws, about 8% sd.
+    assert np.abs(regularized_variance(welford) / SD**2 - 1.0).max() > 1e-3
+
+
+def test_the_gradient_estimate_falls_back_to_the_draws_variance():
+    welford = new_welford(4)
+    points = [
+        ([1.0, 0.0, 5.0, 1.0], [1.0, 2.0, 7.0, 1.0]),
+        ([2.0, 0.0, 5.0, 1e150], [3.0, 1.0, 7.0, 1e-160]),
+    ]
+    for x, g in points:
+        core.welford_add(welford, 0, np.array(x), np.array(g))
+    np.testing.assert_array_equal(gradient_variance(welford), regularized_variance(welford))
+    core.welford_add(welford, 0, np.array([3.0, 0.0, 5.0, 2e150]), np.array([5.0, 0.0, 7.0, 0.0]))
+    estimate, fallback = gradient_variance(welford), regularized_variance(welford)
+    # x0 and g0 vary alike (ratio 1/2); x1 and g2 are constant; x3/g3 overflows
+    assert estimate[0] == 0.5
+    np.testing.assert_array_equal(estimate[1:3], fallback[1:3])
+    assert estimate[3] == 1e20  # nutpie's upper limit
 
 
 def test_the_first_inverse_mass_is_one_over_the_gradient():

@@ -52,17 +52,22 @@ def test_auto_takes_the_dense_metric_for_a_correlated_gaussian(native):
     assert 2 * stats["n_steps"].mean() < diag.sample_stats["n_steps"].mean()
 
 
-def test_auto_keeps_the_diagonal_metric_and_its_draws_where_it_fits():
+def test_auto_keeps_the_diagonal_metric_where_it_fits(monkeypatch):
     auto = _sample(Independent, _independent_c, draws=300)
     diag = _sample(Independent, _independent_c, "diag", draws=300)
     assert auto.metric == diag.metric == "diag"
-    np.testing.assert_array_equal(auto.unconstrained, diag.unconstrained)
     x = auto.posterior["x"].reshape(-1, 5)
     np.testing.assert_allclose(x.std(0), SCALES, rtol=0.2)
+    # The last window's estimate (nutpie's) is all that differs from Stan's windows.
+    assert not np.array_equal(auto.unconstrained, diag.unconstrained)
+    monkeypatch.setattr(_nuts, "gradient_variance", _nuts.regularized_variance)
+    stan_estimate = _sample(Independent, _independent_c, draws=300)
+    np.testing.assert_array_equal(stan_estimate.unconstrained, diag.unconstrained)
 
 
 def test_auto_keeps_the_diagonal_metric_above_its_size_limit(monkeypatch):
     monkeypatch.setattr(_nuts, "AUTO_MAX_DIM", 4)
+    monkeypatch.setattr(_nuts, "gradient_variance", _nuts.regularized_variance)
     auto = _sample(Correlated, _correlated_c, draws=200)
     diag = _sample(Correlated, _correlated_c, "diag", draws=200)
     assert auto.metric == "diag"

@@ -51,6 +51,25 @@ def regularized_variance(welford: np.ndarray) -> np.ndarray:
     return (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
 
 
+def gradient_variance(welford: np.ndarray) -> np.ndarray:
+    """Return nutpie's inverse-mass estimate from Welford sums: sqrt(Var[draws] / Var[grads]).
+
+    For a Gaussian both estimate its variances; where the scales change across the
+    posterior (hierarchical scales), the gradients' variance weighs the regions the
+    draws visit less often. An element whose estimate is zero or not finite (or a
+    window of fewer than 3 draws) takes :func:`regularized_variance`'s; the others
+    are clamped to :data:`INV_MASS_LIMITS` (nutpie's).
+    """
+    fallback = regularized_variance(welford)
+    if welford[0, 0] < 3.0:
+        return fallback
+    var_draws, var_grads = welford[2], welford[4]
+    ok = (var_draws > 0.0) & (var_grads > 0.0) & np.isfinite(var_draws) & np.isfinite(var_grads)
+    with np.errstate(over="ignore"):  # an overflow is past the upper limit
+        ratio = np.sqrt(np.where(ok, var_draws, 1.0) / np.where(ok, var_grads, 1.0))
+    return np.where(ok, np.clip(ratio, *INV_MASS_LIMITS), fallback)
+
+
 # The gradient-based diagonal adaptation (nutpie's, from nuts-rs): the inverse mass of
 # each coordinate is sqrt(Var[draws] / Var[gradients]) (for a Gaussian, its variance),
 # estimated from short windows of recent draws; the kernel updates it after each draw
