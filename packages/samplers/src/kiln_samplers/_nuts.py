@@ -81,9 +81,9 @@ class NutsSettings:
     (:func:`~kiln_samplers._dense_metric.prefers_dense`; models of at most
     :data:`~kiln_samplers._dense_metric.AUTO_MAX_DIM` coordinates); otherwise its
     diagonal metric is the last window's nutpie estimate, sqrt(Var[draws] /
-    Var[gradients]) (the draws' variances after a dense metric it tried: a funnel).
-    With ``adaptation="grad"`` it is the diagonal metric; ``metric="diag"`` is Stan's
-    windows exactly.
+    Var[gradients]) (the draws' variances where it leaves the dense metric after the
+    last window: a funnel). With ``adaptation="grad"`` it is the diagonal metric;
+    ``metric="diag"`` is Stan's windows exactly.
     """
 
     target_accept: float = 0.8
@@ -581,9 +581,9 @@ def _end_window(pieces: _Pieces, window: np.ndarray | None, last: bool) -> None:
     (:func:`~kiln_samplers._adaptation.regularized_variance`); after the last window,
     under ``metric="auto"``, nutpie's sqrt(Var[draws] / Var[gradients]) of the same sums
     (:func:`~kiln_samplers._adaptation.gradient_variance`: 25% more effective draws per
-    gradient on M2's hierarchical scales, 15 seeds). A chain that tried the dense
-    metric and goes back failed its Gaussian test (a funnel), where the gradients
-    misjudge the scales: it takes the draws' variances. The dense one the regularized
+    gradient on M2's hierarchical scales, 15 seeds). A chain that leaves the dense
+    metric after the last window failed its Gaussian test (a funnel), where the
+    gradients misjudge the scales: it takes the draws' variances. The dense one the regularized
     covariance of ``window`` (the draws, in the model's coordinates), and the chain
     moves to its new coordinates. ``metric="auto"`` tries the dense metric where
     :func:`~kiln_samplers._dense_metric.prefers_dense` says so, and keeps it for the
