@@ -58,16 +58,21 @@ def test_auto_keeps_the_diagonal_metric_where_it_fits(monkeypatch):
     assert auto.metric == diag.metric == "diag"
     x = auto.posterior["x"].reshape(-1, 5)
     np.testing.assert_allclose(x.std(0), SCALES, rtol=0.2)
-    # The last window's estimate (nutpie's) is all that differs from Stan's windows.
-    assert not np.array_equal(auto.unconstrained, diag.unconstrained)
+    # Its longer step-size-only end settles closer to target_accept=0.8 (0.85-0.86
+    # against Stan's 0.89-0.92 over seeds 1-5).
+    accept, stan_accept = (t.sample_stats["acceptance_rate"].mean() for t in (auto, diag))
+    assert 0.8 < accept < stan_accept - 0.015, (accept, stan_accept)
+    # That and the last window's estimate (nutpie's) are all that differ from Stan's.
     monkeypatch.setattr(_nuts, "gradient_variance", _nuts.regularized_variance)
-    stan_estimate = _sample(Independent, _independent_c, draws=300)
-    np.testing.assert_array_equal(stan_estimate.unconstrained, diag.unconstrained)
+    monkeypatch.setattr(_nuts, "final_buffer", lambda tune: 50)
+    as_stan = _sample(Independent, _independent_c, draws=300)
+    np.testing.assert_array_equal(as_stan.unconstrained, diag.unconstrained)
 
 
 def test_auto_keeps_the_diagonal_metric_above_its_size_limit(monkeypatch):
     monkeypatch.setattr(_nuts, "AUTO_MAX_DIM", 4)
     monkeypatch.setattr(_nuts, "gradient_variance", _nuts.regularized_variance)
+    monkeypatch.setattr(_nuts, "final_buffer", lambda tune: 50)
     auto = _sample(Correlated, _correlated_c, draws=200)
     diag = _sample(Correlated, _correlated_c, "diag", draws=200)
     assert auto.metric == "diag"

@@ -18,7 +18,7 @@ import kiln_samplers as ks
 from kiln_compile import CacheWarning, DiskCache
 from kiln_samplers import _c_nuts
 from kiln_samplers import _nuts_core as core
-from kiln_samplers._adaptation import regularized_variance, warmup_schedule
+from kiln_samplers._adaptation import final_buffer, regularized_variance, warmup_schedule
 from kiln_samplers._native import NativeLogp
 from kiln_samplers._nuts import ADAPTATIONS
 
@@ -190,6 +190,9 @@ def test_a_divergence_is_detected_and_reported():
 
 def test_stan_warmup_schedule():
     assert warmup_schedule(1000) == (75, [100, 150, 250, 450, 950])
+    # kiln's default ends with the last 15%, at least Stan's 50
+    assert [final_buffer(t) for t in (100, 300, 1000, 2000)] == [50, 50, 150, 300]
+    assert warmup_schedule(1000, term_buffer=final_buffer(1000)) == (75, [100, 150, 250, 450, 850])
     start, ends = warmup_schedule(100)  # short: 15% / 75% / 10%
     assert start == 15 and ends == [90]
     assert warmup_schedule(10) == (10, [])

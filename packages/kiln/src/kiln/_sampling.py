@@ -100,7 +100,8 @@ def sample(
     (nutpie's gradient-based estimate; the user guide's warm-up section compares them),
     and ``metric``: ``"auto"`` (the default: diagonal, or dense where the warm-up finds
     correlations on a posterior that looks Gaussian, for models of at most 100
-    coordinates), ``"diag"`` or ``"dense"``.
+    coordinates; its warm-up ends with nutpie's diagonal estimate and final 15% of
+    step-size adaptation), ``"diag"`` or ``"dense"`` (Stan's windows exactly).
 
     ``init`` takes PyMC's names. ``"auto"`` (the default) starts each chain at a
     jittered initial point and adapts the engine's default mass matrix (kiln's NUTS:

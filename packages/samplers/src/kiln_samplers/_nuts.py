@@ -28,6 +28,7 @@ import numpy as np
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import (
     GradWindows,
+    final_buffer,
     grad_schedule,
     gradient_variance,
     initial_inv_mass,
@@ -82,8 +83,10 @@ class NutsSettings:
     :data:`~kiln_samplers._dense_metric.AUTO_MAX_DIM` coordinates); otherwise its
     diagonal metric is the last window's nutpie estimate, sqrt(Var[draws] /
     Var[gradients]) (the draws' variances where it leaves the dense metric after the
-    last window: a funnel). With ``adaptation="grad"`` it is the diagonal metric;
-    ``metric="diag"`` is Stan's windows exactly.
+    last window: a funnel). Its warm-up ends with the last 15% adapting the step size
+    only (at least Stan's 50; :func:`~kiln_samplers._adaptation.final_buffer`). With
+    ``adaptation="grad"`` it is the diagonal metric; ``metric="diag"`` and ``"dense"``
+    are Stan's windows exactly.
     """
 
     target_accept: float = 0.8
@@ -546,11 +549,14 @@ def _warm_up_stan(
     """Run Stan's windowed warm-up; return the leapfrog steps and whether it completed.
 
     The step size is searched again and its dual averaging restarted after each window,
-    and the mass matrix re-estimated (:func:`_end_window`).
+    and the mass matrix re-estimated (:func:`_end_window`). ``metric="auto"`` ends with
+    :func:`~kiln_samplers._adaptation.final_buffer` iterations adapting the step size
+    only; ``"diag"`` and ``"dense"`` with Stan's 50.
     """
     state, settings = pieces.state, pieces.settings
     _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state))
-    window_start, ends = warmup_schedule(tune)
+    term_buffer = final_buffer(tune) if settings.metric == "auto" else 50
+    window_start, ends = warmup_schedule(tune, term_buffer=term_buffer)
     last_end = ends[-1] if ends else 0
     boundaries = sorted({window_start, *ends, tune} - {0})
     keep = settings.metric == "dense" or (
