@@ -5,8 +5,10 @@ kiln's own NUTS and nutpie run on the Numba backend, numpyro and blackjax on JAX
 
 For every reference parameter (README of ``posteriordb/data``): the posterior mean
 within 4 Monte Carlo standard errors (this run's bulk ESS and the reference's own
-10,000 draws), the sd within 10% (15% below 1000 effective draws), R-hat < 1.01, bulk
-ESS >= 400, and divergences below a stated bound. Seeds are fixed. The posteriors
+10,000 draws), the sd within 10% (15% below 1000 effective draws) or, where wider, 4
+Monte Carlo standard errors of the sd (a heavy tail such as eight schools' tau: one
+draw far out moves the sd by more than 10% at 2,000 effective draws), R-hat < 1.01,
+bulk ESS >= 400, and divergences below a stated bound. Seeds are fixed. The posteriors
 whose geometry needs long runs are marked ``slow`` (``pytest -m slow`` runs them).
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from arviz_stats import ess, rhat
+from arviz_stats import ess, mcse, rhat
 
 import kiln as kl
 
@@ -135,6 +137,7 @@ def check_against_reference(name: str, engine: str, backend: str) -> None:
     post = idata["posterior"]
     r_hat = rhat(post)
     n_eff = ess(post)
+    sd_error = mcse(post, method="sd")
     divergences = int(idata["sample_stats"]["diverging"].sum())
     assert divergences <= max_divergences, divergences
     failures = []
@@ -145,9 +148,10 @@ def check_against_reference(name: str, engine: str, backend: str) -> None:
         x = draws[..., flat_index].ravel()
         e = float(np.ravel(n_eff[var].values)[flat_index])
         r = float(np.ravel(r_hat[var].values)[flat_index])
+        sd_mcse = float(np.ravel(sd_error[var].values)[flat_index])
         mean, sd = float(x.mean()), float(x.std(ddof=1))
         tol = 4 * ref["sd"] * np.sqrt(1 / e + 1 / 10000) + 1e-6 * (1 + abs(ref["mean"]))
-        sd_tol = 0.10 if e >= 1000 else 0.15
+        sd_tol = max(0.10 if e >= 1000 else 0.15, 4 * sd_mcse / ref["sd"])
         if e < 400:
             failures.append(f"{param}: bulk ESS {e:.0f} < 400")
         if r >= 1.01:
@@ -155,5 +159,5 @@ def check_against_reference(name: str, engine: str, backend: str) -> None:
         if abs(mean - ref["mean"]) >= tol:
             failures.append(f"{param}: mean {mean:.4g}, reference {ref['mean']:.4g} +- {tol:.2g}")
         if abs(sd / ref["sd"] - 1) >= sd_tol:
-            failures.append(f"{param}: sd {sd:.4g}, reference {ref['sd']:.4g}")
+            failures.append(f"{param}: sd {sd:.4g}, reference {ref['sd']:.4g} +- {sd_tol:.0%}")
     assert not failures, "\n".join(failures)

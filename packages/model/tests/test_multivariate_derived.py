@@ -8,8 +8,11 @@ from the packed factor to (scales, correlations).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+from arviz_stats import rhat
 from scipy import integrate, special, stats
 
 import kiln
@@ -718,13 +721,21 @@ def test_draws_on_every_backend(backend):
 def test_prior_sampled_through_transforms_matches_draws():
     # NUTS on the unconstrained values sees the log-density and the transforms'
     # Jacobians; the marginals must match the known ones of the forward draws.
+    # Seven marginals x (bulk, tail) R-hats of two chains of 1000 draws: one above the
+    # screen's 1.01 by chance is a warning, not a failure here (seed 4 gives 1.013 on a
+    # z element whose two chains' variances are 2.5 and 3.2 at an ESS of 2,900); the
+    # bound asserted is 1.02, and no divergences.
     n, eta = 3, 2.0
-    with km.Model():
+    with km.Model(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", kiln.SamplingWarning)
         km.LKJCorr("r", n, eta)
         km.ZeroSumNormal("z", 2.0, shape=4)
         idata = kiln.sample(
             tune=500, draws=1000, chains=2, progressbar=False, backend="numba", random_seed=4
         )
+    r_hat = rhat(idata.posterior)
+    assert max(float(r_hat[v].max()) for v in r_hat.data_vars) < 1.02
+    assert int(idata.sample_stats["diverging"].sum()) == 0
     r = idata.posterior["r"].values.reshape(-1, 3)
     var = 1.0 / (2 * eta + n - 1)
     # Correlated draws: tolerances of about 5 standard errors at an ESS of ~500.
