@@ -27,6 +27,7 @@ from kiln_graph._math import (
     Sqrt,
     Square,
     Sub,
+    Switch,
     TrueDivide,
 )
 from kiln_graph._reduce import CAReduce
@@ -298,6 +299,96 @@ def test_sum_over_an_axis_of_unknown_length_is_left_alone():
         [new] = rewrite([x, c], [out], SPECIALIZE)
         [node] = _sums([new])
         assert type(node.inputs[0].owner.op.scalar_op) in (Add, Sub), out
+
+
+# --- a Normal log-likelihood: one sum of squares ------------------------------------------------
+
+
+def _normal_loglik(y: Any, mu: Any, sigma: Any) -> Any:
+    """Return a Normal log-likelihood as the model layer writes it (checked; z / sigma)."""
+    z = (y - mu) * kt.exp(-kt.log(sigma))
+    terms = -0.5 * kt.square(z) - kt.log(sigma) - 0.9189385332046727
+    return kt.sum(kt.switch(sigma > 0, terms, -np.inf))
+
+
+def test_normal_loglik_and_its_sigma_gradient_share_one_sum_of_squares():
+    y = kt.tensor("y", shape=(50,))
+    mu, sigma = kt.tensor("mu", shape=(50,)), kt.scalar("sigma")
+    out = _normal_loglik(y, mu, sigma)
+    d_sigma = kt.sum(-(kt.square(y - mu) * kt.exp(-2.0 * kt.log(sigma))))
+    new = rewrite([y, mu, sigma], [out, d_sigma], SPECIALIZE)
+    sums = _sums(new)
+    assert len(sums) == 1, sums  # the checks, constants and scales all outside
+    (arg,) = sums[0].inputs
+    assert type(arg.owner.op.scalar_op) is Square
+    rng = np.random.default_rng(5)
+    values = [rng.normal(size=50), rng.normal(size=50)]
+    for sigma_value in (1.7, 0.0, -1.0):  # a sigma outside the support: -inf, as before
+        givens = [*values, np.array(sigma_value)]
+        for old, rewritten in zip([out, d_sigma], new, strict=True):
+            expected = evaluate(old, dict(zip([y, mu, sigma], givens, strict=True)))
+            actual = evaluate(rewritten, dict(zip([y, mu, sigma], givens, strict=True)))
+            np.testing.assert_allclose(actual, expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("name", "build"),
+    [
+        ("switch(c, x, k)", lambda x, c, b: kt.switch(c, x, -np.inf)),
+        ("switch(c, k, x)", lambda x, c, b: kt.switch(c, 2.5, x)),
+        ("switch(c, x, 2 * x)", lambda x, c, b: kt.switch(c, x, 2.0 * x)),
+        ("switch(c[None], x, b[None])", lambda x, c, b: kt.switch(c, x, b)),
+    ],
+)
+def test_a_condition_constant_along_the_sum_leaves_it(name: str, build: Callable):
+    x = kt.tensor("x", shape=(4, 3))
+    c = kt.tensor("c", shape=(1, 3), dtype="bool")
+    b = kt.tensor("b", shape=(1, 3))
+    out = kt.sum(build(x, c, b), axis=0)
+    [new] = rewrite([x, c, b], [out], SPECIALIZE)
+    for node in _sums([new]):
+        (arg,) = node.inputs
+        assert not (arg.owner is not None and isinstance(arg.owner.op, Elemwise)
+                    and isinstance(arg.owner.op.scalar_op, Switch)), name  # fmt: skip
+    rng = np.random.default_rng(7)
+    xv, bv = rng.normal(size=(4, 3)), rng.normal(size=(1, 3))
+    for cv in (np.array([[True, False, True]]), np.array([[False, False, False]])):
+        givens = dict(zip([x, c, b], [xv, cv, bv], strict=True))
+        np.testing.assert_allclose(evaluate(new, givens), evaluate(out, givens), rtol=1e-14)
+
+
+def test_a_condition_that_varies_along_the_sum_or_an_unknown_length_stays_inside():
+    x, c = kt.tensor("x", shape=(4,)), kt.tensor("c", shape=(4,), dtype="bool")
+    v, s = kt.vector("v"), kt.scalar("s", dtype="bool")
+    for out in (kt.sum(kt.switch(c, x, 0.0)), kt.sum(kt.switch(s, v, -np.inf))):
+        [new] = rewrite([x, c, v, s], [out], SPECIALIZE)
+        [node] = _sums([new])
+        assert type(node.inputs[0].owner.op.scalar_op) is Switch, out
+
+
+def test_sum_of_a_negation_is_the_negated_sum_to_the_bit():
+    x = kt.tensor("x", shape=(3, 5))
+    out = kt.sum(-kt.exp(x), axis=1)
+    [new] = rewrite([x], [out], SPECIALIZE)
+    assert new.owner is not None and type(new.owner.op.scalar_op) is Neg
+    value = np.random.default_rng(2).normal(size=(3, 5))
+    np.testing.assert_array_equal(evaluate(new, {x: value}), evaluate(out, {x: value}))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_square_of_a_broadcast_factor_leaves_the_sum(dtype: str):
+    x = kt.tensor("x", shape=(6, 2), dtype=dtype)
+    c = kt.tensor("c", shape=(1, 2), dtype=dtype)
+    s = kt.scalar("s", dtype=dtype)
+    out = kt.sum(kt.square(x * c * s), axis=0)
+    [new] = rewrite([x, c, s], [out], SPECIALIZE)
+    [node] = _sums([new])
+    (arg,) = node.inputs
+    assert type(arg.owner.op.scalar_op) is Square and arg.owner.inputs[0] is x
+    rng = np.random.default_rng(4)
+    values = [rng.normal(size=(6, 2)).astype(dtype), rng.normal(size=(1, 2)).astype(dtype),
+              np.array(-1.3, dtype=dtype)]  # fmt: skip
+    _check_values([x, c, s], out, new, values, rtol=1e-5 if dtype == "float32" else 1e-14)
 
 
 # --- softplus and sigmoid of one variable ------------------------------------------------------

@@ -18,7 +18,19 @@ import numpy as np
 from kiln_graph import Apply, Constant, DimShuffle, Elemwise, Variable, graph_replace, toposort
 from kiln_graph import tensor as kt
 from kiln_graph.ops import CAReduce
-from kiln_graph.scalar import FLOAT_DTYPES, Add, Mul, Neg, Pow, Sigmoid, Softplus, Sub, TrueDivide
+from kiln_graph.scalar import (
+    FLOAT_DTYPES,
+    Add,
+    Mul,
+    Neg,
+    Pow,
+    Sigmoid,
+    Softplus,
+    Square,
+    Sub,
+    Switch,
+    TrueDivide,
+)
 from kiln_rewrite._db import register_global, register_local
 from kiln_rewrite._patterns import E, PVar, register_pattern, scalar_constant
 
@@ -275,6 +287,127 @@ def local_sum_broadcast_term(node: Apply) -> Variable | None:
         result = kt.sub(summed([terms[0]]), times_n([terms[1]]))
     else:
         result = kt.sub(times_n([terms[0]]), summed([terms[1]]))
+    if result.type != out.type:
+        return None
+    return result
+
+
+def _float_sum_of(node: Apply, scalar_op: type) -> tuple[Any, tuple[int, ...]] | None:
+    """Return ``(inner node, axes)`` of a float ``sum(op(...), axes)`` of ``scalar_op``."""
+    op = node.op
+    if not (isinstance(op, CAReduce) and op.kind == "sum"):
+        return None
+    (arg,) = node.inputs
+    inner = arg.owner
+    if (
+        inner is None
+        or not isinstance(inner.op, Elemwise)
+        or not isinstance(inner.op.scalar_op, scalar_op)
+    ):
+        return None
+    dtype = node.outputs[0].type.dtype  # type: ignore[attr-defined]
+    if dtype not in FLOAT_DTYPES or arg.type.dtype != dtype:  # type: ignore[attr-defined]
+        return None
+    return inner, op.axis
+
+
+def _along(x: Any, axes: tuple[int, ...]) -> bool:
+    """Whether ``x`` is broadcast along every one of ``axes`` (constant along them)."""
+    return all(x.type.broadcastable[d] for d in axes)
+
+
+@register_local(
+    "specialize",
+    "fast_run",
+    identity="sum(switch(c, x, y), axes) -> switch(c, sum(x, axes), sum(y, axes)) where c "
+    "is broadcast along axes (a branch broadcast along them sums to n * it, n > 0)",
+    tracks=[CAReduce],
+)
+def local_sum_switch_of_broadcast_condition(node: Apply) -> Variable | None:
+    """Take a condition that is constant along the summed axes out of a sum.
+
+    A log-likelihood checks its parameters once (``switch(sigma > 0, logp, -inf)``,
+    broadcast over the observations): outside the sum, the sum of the terms is left to
+    the rules that take constants out of sums, down to one sum of squares.
+    """
+    found = _float_sum_of(node, Switch)
+    if found is None:
+        return None
+    inner, axes = found
+    cond, *branches = inner.inputs
+    out: Any = node.outputs[0]
+    dtype = out.type.dtype
+    if not _along(cond, axes) or any(b.type.dtype != dtype for b in branches):
+        return None
+    lengths = [inner.outputs[0].type.shape[d] for d in axes]
+    count = None
+    if all(n is not None for n in lengths) and int(np.prod(lengths)) > 0:
+        count = kt.constant(np.asarray(np.prod(lengths, dtype=np.int64), dtype=dtype))
+    summed = []
+    for b in branches:
+        if _along(b, axes):
+            if count is None:  # n * b needs n, and n > 0 (0 * inf is not the empty sum)
+                return None
+            summed.append(kt.mul(count, _drop_axes(b, axes)))
+        elif any(b.type.broadcastable[d] for d in axes):
+            return None  # broadcast along some summed axes only
+        else:
+            summed.append(kt.sum(b, axis=axes))
+    result = kt.switch(_drop_axes(cond, axes), *summed)
+    if result.type != out.type:
+        return None
+    return result
+
+
+@register_local(
+    "specialize", "fast_run", identity="sum(-x, axes) -> -sum(x, axes)", tracks=[CAReduce]
+)
+def local_sum_neg(node: Apply) -> Variable | None:
+    """Negate the sum rather than each term (the same value to the bit)."""
+    found = _float_sum_of(node, Neg)
+    if found is None:
+        return None
+    inner, axes = found
+    result = kt.neg(kt.sum(inner.inputs[0], axis=axes))
+    return result if result.type == node.outputs[0].type else None
+
+
+@register_local(
+    "specialize",
+    "fast_run",
+    identity="sum(square(x * c), axes) -> square(c) * sum(square(x), axes) where c is "
+    "broadcast along axes",
+    tracks=[CAReduce],
+)
+def local_sum_square_of_broadcast_factor(node: Apply) -> Variable | None:
+    """Take a factor that is constant along the summed axes out of a sum of squares.
+
+    ``sum(((y - mu) / sigma) ** 2)`` leaves ``sum((y - mu) ** 2)``, the same sum that
+    the gradient takes: one reduction. Within a few units in the last place.
+    """
+    found = _float_sum_of(node, Square)
+    if found is None:
+        return None
+    inner, axes = found
+    (base,) = inner.inputs
+    product = base.owner
+    if product is None or not isinstance(product.op, Elemwise):
+        return None
+    if not isinstance(product.op.scalar_op, Mul):
+        return None
+    factors = list(product.inputs)
+    outside = [f for f in factors if _along(f, axes)]
+    inside = [f for f in factors if not _along(f, axes)]
+    if not outside or not inside:
+        return None
+    out: Any = node.outputs[0]
+    dtype = out.type.dtype
+    if any(f.type.dtype != dtype for f in factors):
+        return None
+    kept = inside[0] if len(inside) == 1 else kt.mul(*inside)
+    dropped = [_drop_axes(f, axes) for f in outside]
+    scale = dropped[0] if len(dropped) == 1 else kt.mul(*dropped)
+    result = kt.mul(kt.square(scale), kt.sum(kt.square(kept), axis=axes))
     if result.type != out.type:
         return None
     return result
