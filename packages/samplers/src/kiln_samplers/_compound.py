@@ -37,12 +37,12 @@ from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel
 from kiln_samplers._sample import (
     Trace,
-    _cpu_count,
     chain_seeds,
     posterior_draws,
     warn_interrupted,
 )
 from kiln_samplers._steps import Step, StepContext
+from kiln_samplers._threads import blas_threads_for, chain_workers
 
 _NUTS_DTYPES: dict[str, Any] = {
     name: np.bool_
@@ -332,7 +332,7 @@ def sample_steps(
             raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
     steps = bind_steps(model, as_steps(step))
     seeds = chain_seeds(random_seed, chains)
-    cores = min(chains, cores or min(4, _cpu_count()))
+    cores = chain_workers(chains, cores)
     population = any(s.population for s in steps)
     groups = [list(range(chains))] if population else [[c] for c in range(chains)]
     stop = threading.Event()
@@ -340,7 +340,8 @@ def sample_steps(
     start = time.perf_counter()
     results: dict[int, StepChainResult] = {}
     interrupted = False
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1 if population else cores) as pool:
+    workers = 1 if population else cores
+    with blas_threads_for(workers), concurrent.futures.ThreadPoolExecutor(workers) as pool:
         futures = {
             pool.submit(run_step_chains, model, steps, g, seeds, draws, tune, progress, stop): g
             for g in groups

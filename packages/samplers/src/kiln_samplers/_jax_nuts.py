@@ -47,7 +47,8 @@ from kiln_samplers._blackjax_warmup import window_steps
 from kiln_samplers._jax_internals import COMPILE_EVENT, compile_event_known
 from kiln_samplers._nuts import PIECE_S
 from kiln_samplers._progress import Progress
-from kiln_samplers._sample import Trace, _cpu_count, chain_seeds, warn_interrupted
+from kiln_samplers._sample import Trace, chain_seeds, warn_interrupted
+from kiln_samplers._threads import chain_workers
 
 CHAIN_METHODS = ("vectorized", "parallel", "sequential")
 #: The most bytes of draws (and their statistics) one chunk returns per chain: bounds the
@@ -446,7 +447,7 @@ def _run_chains(
                 for c in range(chains)
             ]
             parallel = method == "parallel" and chains > 1
-            workers = min(chains, cores or min(4, _cpu_count())) if parallel else 1
+            workers = chain_workers(chains, cores) if parallel else 1
         try:
             parts, interrupted = _drive(jobs, workers, stop)
         finally:

@@ -40,7 +40,8 @@ import numpy as np
 
 from kiln_samplers import _nutpie_internals as nutpie_internals
 from kiln_samplers._protocol import CompiledModel, NativePointers
-from kiln_samplers._sample import Trace, _cpu_count, warn_interrupted
+from kiln_samplers._sample import Trace, warn_interrupted
+from kiln_samplers._threads import blas_threads_for, chain_workers
 
 #: The nutpie versions whose private API (``nutpie._lib``) this adapter was checked on,
 #: as a requirement (:mod:`kiln_samplers._nutpie_internals`).
@@ -452,7 +453,7 @@ def sample_nutpie(
     _check_counts(draws, tune, chains, target_accept)
     sample_kwargs, settings = nutpie_options(options or {}, nutpie)
     seed = nutpie_seed(random_seed)
-    cores = min(chains, cores or min(4, _cpu_count()))
+    cores = chain_workers(chains, cores)
     x0 = np.ascontiguousarray(model.initial_point(seed), dtype=np.float64)
     model.logp_dlogp(x0)  # the model's own error, if it has one, before nutpie's threads
     outputs = _Outputs(model, x0)
@@ -462,30 +463,31 @@ def sample_nutpie(
     lib = nutpie_internals.private_lib(nutpie) if private else None
     driver = _NutpieModel(lib, model, outputs, native if private else None)
     start = time.perf_counter()
-    try:
-        raw = nutpie.sample(
-            driver if private else driver.public_model(),
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            cores=cores,
-            seed=seed,
-            progress_bar=progressbar,
-            return_raw_trace=True,
-            store_unconstrained=True,
-            target_accept=float(target_accept),
-            **sample_kwargs,
-            **settings,
-        )
-    except RuntimeError as exc:
-        if "initialization points failed" in str(exc):
-            raise RuntimeError(
-                "nutpie found no valid initial point (a finite log-density with a "
-                "finite, nowhere-zero gradient); with init='adapt_diag' a support point "
-                "may have a zero gradient: use init='jitter+adapt_diag', or check the "
-                f"model at initial_point(). nutpie: {str(exc).splitlines()[0]}"
-            ) from exc
-        raise
+    with blas_threads_for(cores):  # the chains' threads: a core each
+        try:
+            raw = nutpie.sample(
+                driver if private else driver.public_model(),
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                cores=cores,
+                seed=seed,
+                progress_bar=progressbar,
+                return_raw_trace=True,
+                store_unconstrained=True,
+                target_accept=float(target_accept),
+                **sample_kwargs,
+                **settings,
+            )
+        except RuntimeError as exc:
+            if "initialization points failed" in str(exc):
+                raise RuntimeError(
+                    "nutpie found no valid initial point (a finite log-density with a "
+                    "finite, nowhere-zero gradient); with init='adapt_diag' a support point "
+                    "may have a zero gradient: use init='jitter+adapt_diag', or check the "
+                    f"model at initial_point(). nutpie: {str(exc).splitlines()[0]}"
+                ) from exc
+            raise
     elapsed = time.perf_counter() - start
     return _to_trace(raw, outputs, model.ndim, draws, tune, elapsed)
 

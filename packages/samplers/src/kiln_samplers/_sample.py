@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import os
 import threading
 import time
 import warnings
@@ -30,6 +29,7 @@ from kiln_samplers._nuts import (
 from kiln_samplers._nuts_core import N_STATS
 from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel, NativePointers
+from kiln_samplers._threads import blas_threads_for, chain_workers
 
 #: The statistics that are not floats (the chains record every statistic as a float).
 _STAT_DTYPES = {"diverging": np.bool_, "tree_depth": np.int64, "n_steps": np.int64}
@@ -94,7 +94,7 @@ def sample_nuts(
         if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low:
             raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
     settings = settings or NutsSettings()
-    cores = min(chains, cores or min(4, _cpu_count()))
+    cores = chain_workers(chains, cores)
     seeds = chain_seeds(random_seed, chains)
     if native is not None:
         native.refresh()
@@ -118,7 +118,7 @@ def sample_nuts(
 
     results: list[ChainResult | None] = [None] * chains
     interrupted = False
-    with concurrent.futures.ThreadPoolExecutor(max_workers=cores) as pool:
+    with blas_threads_for(cores), concurrent.futures.ThreadPoolExecutor(cores) as pool:
         futures = {pool.submit(one, c): c for c in range(chains)}
         try:
             pending = set(futures)
@@ -322,9 +322,3 @@ def map_draws(
                     out[k] = np.empty((chains, draws, *v.shape), dtype=v.dtype)
                 out[k][c, d] = v
     return out
-
-
-def _cpu_count() -> int:
-    return (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    )
