@@ -156,8 +156,13 @@ def local_div_by_broadcast_to_mul(node: Apply) -> Variable | None:
 # --- sum of products ---------------------------------------------------------------------------
 
 
-def _sum_of_mul(node: Apply) -> list[Any] | None:
-    """Return the factors of ``sum(mul(...))`` with a float result, else ``None``."""
+def _float_sum_of(
+    node: Apply, scalar_op: type, same_dtype: bool = True
+) -> tuple[Any, tuple[int, ...]] | None:
+    """Return ``(inner node, axes)`` of a float ``sum(op(...), axes)`` of ``scalar_op``.
+
+    ``same_dtype``: the summed values have the sum's dtype (no cast inside the sum).
+    """
     op = node.op
     if not (isinstance(op, CAReduce) and op.kind == "sum"):
         return None
@@ -166,12 +171,19 @@ def _sum_of_mul(node: Apply) -> list[Any] | None:
     if (
         inner is None
         or not isinstance(inner.op, Elemwise)
-        or not isinstance(inner.op.scalar_op, Mul)
+        or not isinstance(inner.op.scalar_op, scalar_op)
     ):
         return None
-    if getattr(node.outputs[0].type, "dtype", None) not in FLOAT_DTYPES:
+    dtype = node.outputs[0].type.dtype  # type: ignore[attr-defined]
+    if dtype not in FLOAT_DTYPES or (same_dtype and arg.type.dtype != dtype):  # type: ignore[attr-defined]
         return None
-    return list(inner.inputs)
+    return inner, op.axis
+
+
+def _sum_of_mul(node: Apply) -> list[Any] | None:
+    """Return the factors of ``sum(mul(...))`` with a float result, else ``None``."""
+    found = _float_sum_of(node, Mul, same_dtype=False)
+    return None if found is None else list(found[0].inputs)
 
 
 #: The dtypes a dot product of vectors goes to BLAS in.
@@ -290,25 +302,6 @@ def local_sum_broadcast_term(node: Apply) -> Variable | None:
     if result.type != out.type:
         return None
     return result
-
-
-def _float_sum_of(node: Apply, scalar_op: type) -> tuple[Any, tuple[int, ...]] | None:
-    """Return ``(inner node, axes)`` of a float ``sum(op(...), axes)`` of ``scalar_op``."""
-    op = node.op
-    if not (isinstance(op, CAReduce) and op.kind == "sum"):
-        return None
-    (arg,) = node.inputs
-    inner = arg.owner
-    if (
-        inner is None
-        or not isinstance(inner.op, Elemwise)
-        or not isinstance(inner.op.scalar_op, scalar_op)
-    ):
-        return None
-    dtype = node.outputs[0].type.dtype  # type: ignore[attr-defined]
-    if dtype not in FLOAT_DTYPES or arg.type.dtype != dtype:  # type: ignore[attr-defined]
-        return None
-    return inner, op.axis
 
 
 def _along(x: Any, axes: tuple[int, ...]) -> bool:
