@@ -376,7 +376,9 @@ def local_sum_square_of_broadcast_factor(node: Apply) -> Variable | None:
     """Take a factor that is constant along the summed axes out of a sum of squares.
 
     ``sum(((y - mu) / sigma) ** 2)`` leaves ``sum((y - mu) ** 2)``, the same sum that
-    the gradient takes: one reduction. Within a few units in the last place.
+    the gradient takes: one reduction. Within a few units in the last place, except
+    where ``x ** 2`` overflows and ``(x * c) ** 2`` does not (``|x|`` above 1e154 in
+    float64, 1e19 in float32).
     """
     found = _float_sum_of(node, Square)
     if found is None:
