@@ -24,11 +24,14 @@ N = 10^3 .. 10^6 rows and M2 (radon-like, 85 groups) at 10^3 .. 10^6 rows, synth
 data of ``bench_models.py`` with its fixed seeds, each size in one new process (cold
 cache): kiln's Numba compile, the native ``logp_grad`` that kiln's NUTS calls timed in
 alternating blocks against the hand-written ``@njit`` floor (``njit_models.py``:
-``ratio_per_call_over_floor``), ``kl.sample(chains=1)`` (``sampling_s``, gradient
-evaluations, ``sampling_over_grads``: sampling seconds over gradients times the per-call
-time), peak RSS (``getrusage``) after sampling against the RSS after the imports and the
-data's bytes (``overhead_mb``: what is neither; it should not grow with N), then kiln's
-JAX backend (``backend="jax"``) timed against the floor the same way.
+``ratio_per_call_over_floor``), both with BLAS on one thread (the floor's loops are
+single-threaded; M3's ``X @ beta`` would otherwise take OpenBLAS's threads, which
+``kl.sample`` limits to the CPUs per running chain), ``kl.sample(chains=1)``
+(``sampling_s``, gradient evaluations, ``sampling_over_grads``: sampling seconds over
+gradients times the per-call time), peak RSS (``getrusage``) after sampling against the
+RSS after the imports and the data's bytes (``overhead_mb``: what is neither; it should
+not grow with N), then kiln's JAX backend (``backend="jax"``) timed against the floor
+the same way.
 
 Targets (``TARGETS``): growth exponent <= 1; M4 at 1500 variables cold <= 0.2x PyMC; 800
 scalars build + cold compile < 20 s; 2000 scalars finish; per call <= 1.2x the floor.
@@ -199,6 +202,8 @@ def _floor_inputs(name: str, compiled: object, x: np.ndarray) -> list[np.ndarray
 
 
 def _child_data(name: str, rows: int, draws: int) -> dict:
+    from threadpoolctl import threadpool_limits
+
     import kiln as kl
     import kiln_model_defs
     import njit_models
@@ -227,7 +232,8 @@ def _child_data(name: str, rows: int, draws: int) -> dict:
     def kiln_call() -> object:
         return native.fn(q, grad, native.user_data)
 
-    out["per_call_s"] = stage2.time_calls(kiln_call)["median_s"]
+    with threadpool_limits(limits=1, user_api="blas"):
+        out["per_call_s"] = stage2.time_calls(kiln_call)["median_s"]
     with model, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = kl.sample(
@@ -247,7 +253,8 @@ def _child_data(name: str, rows: int, draws: int) -> dict:
     floor, floor_data = njit_models.jitted(name), njit_models.data_args(name, rows)
     point = _floor_inputs(name, compiled, q)
     floor(*point, *floor_data)
-    paired = stage2.time_paired(kiln_call, lambda: floor(*point, *floor_data))
+    with threadpool_limits(limits=1, user_api="blas"):
+        paired = stage2.time_paired(kiln_call, lambda: floor(*point, *floor_data))
     out["floor"] = {"per_call_s": paired["b_s"], "kiln_per_call_paired_s": paired["a_s"]}
     out["ratio_per_call_over_floor"] = paired["ratio"]
     check = compiled.logp_dlogp(x)
