@@ -1,10 +1,10 @@
-"""Chains that run at once share the CPUs: BLAS gets CPUs // chains threads meanwhile."""
+"""While chains run, BLAS gets the CPUs divided among them, never more than it had."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import kiln_samplers as ks
 from kiln_samplers import _threads
@@ -48,15 +48,20 @@ def test_chain_workers_are_the_cores_asked_or_up_to_four_cpus_never_more_than_ch
     assert _threads.chain_workers(2, 5) == 2
 
 
-@pytest.mark.parametrize(("cores", "expected"), [(2, 4), (1, 8), (3, 2)])
-def test_blas_gets_the_cpus_divided_among_the_chains_while_they_run(monkeypatch, cores, expected):
+@pytest.mark.parametrize(
+    ("before", "cores", "expected"), [(6, 2, 4), (6, 1, 6), (6, 3, 2), (1, 2, 1), (1, 1, 1)]
+)
+def test_blas_gets_the_cpus_divided_among_the_chains_never_more_than_it_had(
+    monkeypatch, before, cores, expected
+):
+    """8 CPUs; BLAS at ``before`` threads (1: what a Dask worker's nanny sets)."""
     if not _blas_threads():
         pytest.skip("no BLAS that threadpoolctl controls is loaded")
     monkeypatch.setattr(_threads, "cpu_count", lambda: 8)
-    before = _blas_threads()
-    model = _Recording()
-    ks.sample_nuts(
-        model, draws=5, tune=5, chains=cores, cores=cores, random_seed=1, progressbar=False
-    )
-    assert model.seen == {expected}
-    assert _blas_threads() == before  # restored
+    with threadpool_limits(limits=before, user_api="blas"):
+        model = _Recording()
+        ks.sample_nuts(
+            model, draws=5, tune=5, chains=cores, cores=cores, random_seed=1, progressbar=False
+        )
+        assert model.seen == {expected}
+        assert _blas_threads() == {before}  # restored

@@ -7,13 +7,14 @@ product and keeps them spinning for a while after it. Several chains, each calli
 BLAS that uses every core, oversubscribe them: on M3 at 100,000 rows (2 cores, two
 processes busy), one gradient took 2.1 times the hand-written single-threaded loop
 with OpenBLAS's 2 threads and 1.1 times with one. While chains run, BLAS gets the
-cores divided among the chains that run at once (``threadpoolctl``), at least one.
+cores divided among the chains that run at once (``threadpoolctl``), at least one, and
+never more than it had.
 """
 
 from __future__ import annotations
 
 import os
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 
@@ -32,8 +33,15 @@ def chain_workers(chains: int, cores: int | None) -> int:
 def blas_threads_for(workers: int) -> AbstractContextManager[Any]:
     """Return a context in which BLAS uses at most CPUs // ``workers`` threads (at least 1).
 
-    Process-wide (BLAS's thread count is a global of the library) and restored on exit.
+    Never more than BLAS has already (a Dask worker's nanny sets one thread: chains
+    there keep it). Process-wide (BLAS's thread count is a global of the library) and
+    restored on exit.
     """
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import ThreadpoolController
 
-    return threadpool_limits(limits=max(1, cpu_count() // max(1, workers)), user_api="blas")
+    blas = ThreadpoolController().select(user_api="blas")
+    current = [lib.num_threads for lib in blas.lib_controllers]
+    target = min([max(1, cpu_count() // max(1, workers)), *current])
+    if all(n == target for n in current):  # nothing to change (or no BLAS it knows)
+        return nullcontext()
+    return blas.limit(limits=target)
