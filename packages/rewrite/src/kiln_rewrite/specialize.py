@@ -213,6 +213,19 @@ def local_sum_mul_to_dot(node: Apply) -> Variable | None:
     return kt.dot(x, y)
 
 
+def _along(x: Any, axes: tuple[int, ...]) -> bool:
+    """Whether ``x`` is broadcast along every one of ``axes`` (constant along them)."""
+    return all(x.type.broadcastable[d] for d in axes)
+
+
+def _count(lengths: list[int | None], dtype: str) -> Variable | None:
+    """Return the number of summed elements as a ``dtype`` constant (None: not static)."""
+    known = [n for n in lengths if n is not None]
+    if len(known) < len(lengths):
+        return None
+    return kt.constant(np.asarray(np.prod(known, dtype=np.int64), dtype=dtype))
+
+
 def _drop_axes(c: Any, axes: tuple[int, ...]) -> Variable:
     """Return ``c`` without its (broadcastable) dimensions ``axes``, merging DimShuffles."""
     ndim = c.type.ndim
@@ -235,7 +248,7 @@ def local_sum_mul_broadcast_factor(node: Apply) -> Variable | None:
     if factors is None or not isinstance(node.op, CAReduce):
         return None
     axes = node.op.axis
-    outside = [f for f in factors if all(f.type.broadcastable[d] for d in axes)]
+    outside = [f for f in factors if _along(f, axes)]
     inside = [f for f in factors if f not in outside]
     if not outside or not inside:
         return None
@@ -278,10 +291,10 @@ def local_sum_broadcast_term(node: Apply) -> Variable | None:
     lengths = [arg.type.shape[d] for d in axes]  # type: ignore[attr-defined]
     if dtype not in FLOAT_DTYPES or any(n is None for n in lengths) or arg.type.dtype != dtype:  # type: ignore[attr-defined]
         return None
-    outside = [all(t.type.broadcastable[d] for d in axes) for t in inner.inputs]  # type: ignore[attr-defined]
+    outside = [_along(t, axes) for t in inner.inputs]
     if all(outside) or not any(outside):
         return None
-    count = kt.constant(np.asarray(np.prod(lengths, dtype=np.int64), dtype=dtype))
+    count = _count(lengths, dtype)
 
     def summed(terms: list[Variable]) -> Variable:
         return kt.sum(terms[0] if len(terms) == 1 else kt.add(*terms), axis=axes)
@@ -302,11 +315,6 @@ def local_sum_broadcast_term(node: Apply) -> Variable | None:
     if result.type != out.type:
         return None
     return result
-
-
-def _along(x: Any, axes: tuple[int, ...]) -> bool:
-    """Whether ``x`` is broadcast along every one of ``axes`` (constant along them)."""
-    return all(x.type.broadcastable[d] for d in axes)
 
 
 @register_local(
@@ -333,9 +341,7 @@ def local_sum_switch_of_broadcast_condition(node: Apply) -> Variable | None:
     if not _along(cond, axes) or any(b.type.dtype != dtype for b in branches):
         return None
     lengths = [inner.outputs[0].type.shape[d] for d in axes]
-    count = None
-    if all(n is not None for n in lengths) and int(np.prod(lengths)) > 0:
-        count = kt.constant(np.asarray(np.prod(lengths, dtype=np.int64), dtype=dtype))
+    count = _count(lengths, dtype) if 0 not in lengths else None  # 0 * inf is not 0
     summed = []
     for b in branches:
         if _along(b, axes):

@@ -6,9 +6,10 @@ compound steps, JAX's sequential chains); a compiled log-density that calls BLAS
 product and keeps them spinning for a while after it. Several chains, each calling a
 BLAS that uses every core, oversubscribe them: on M3 at 100,000 rows (2 cores, two
 processes busy), one gradient took 2.1 times the hand-written single-threaded loop
-with OpenBLAS's 2 threads and 1.1 times with one. While chains run, BLAS gets the
-cores divided among the chains that run at once (``threadpoolctl``), at least one, and
-never more than it had.
+with OpenBLAS's 2 threads and 1.1 times with one. While kiln's NUTS, nutpie's or the
+compound steps' chains run, BLAS gets the cores divided among the chains that run at
+once (``threadpoolctl``), at least one, and never more than it had (JAX's chains call
+XLA, not this BLAS).
 """
 
 from __future__ import annotations
