@@ -28,6 +28,8 @@ def test_expand_draws_equals_expand_of_each_draw(linker):
     assert batched["theta"].shape == (7, 3) and batched["total"].shape == (7,)
     with pytest.raises(KilnValueError, match="draws"):
         compiled.expand_draws(xs[0])
+    # NumPy over all the draws, whatever the model's backend: nothing to compile.
+    assert compiled._expand_draws.linker == "vm"
 
 
 @pytest.mark.parametrize("linker", ["vm", "numba"])

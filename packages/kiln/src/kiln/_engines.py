@@ -163,8 +163,8 @@ def run_kiln(run: EngineRun) -> EngineResult:
                 stacklevel=3,
             )
     # The draws' batched expand function (values and deterministics of all draws in one
-    # call) is compiled now rather than after sampling: on a cold start this overlaps
-    # the kernel's background compile, and the results cost milliseconds.
+    # call, on the Python VM: milliseconds) is built now rather than after sampling, so
+    # that a graph that cannot be batched is said before the chains run.
     try:
         compiled.expand_draws(compiled.initial_point(seed=0)[None])
     except Exception:  # noqa: BLE001 (a bad start point: the draws are evaluated later)
