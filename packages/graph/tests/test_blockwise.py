@@ -244,3 +244,20 @@ def test_vectorize_errors():
         kt.vectorize(3, "(n)->()")  # type: ignore[arg-type]
     with pytest.raises(KilnValueError, match="gufunc signature"):
         kt.vectorize(kt.sum, "n->()")
+
+
+def test_a_core_op_whose_perform_broadcasts_is_performed_once(monkeypatch):
+    """MatMul's perform (np.matmul) takes the whole batch; other core ops loop over it."""
+    calls = []
+    perform = MatMul.perform
+
+    def counted(self, node, inputs, outputs):
+        calls.append(np.shape(inputs[0]))
+        perform(self, node, inputs, outputs)
+
+    monkeypatch.setattr(MatMul, "perform", counted)
+    a, b = kt.tensor("a", shape=(None, 1, None, None)), kt.matrix("b")
+    va, vb = RNG.normal(size=(5, 1, 3, 4)), RNG.normal(size=(4, 2))
+    np.testing.assert_allclose(evaluate(BMATMUL(a, b), {a: va, b: vb}), np.matmul(va, vb))
+    assert calls == [(5, 1, 3, 4)]
+    assert MatMul.perform_broadcasts and not Cholesky.perform_broadcasts

@@ -83,3 +83,31 @@ def test_a_model_of_untransformed_variables_only_compiles_no_batched_function():
     np.testing.assert_array_equal(batched["a"], [0.0, 3.0, 6.0])
     np.testing.assert_array_equal(batched["b"], [[1.0, 2.0], [4.0, 5.0], [7.0, 8.0]])
     assert compiled.expand_draws_problem is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "linker"),
+    [("dirichlet", "vm"), ("zerosum", "vm"), ("regression", "vm"), ("lkj", "numba")],
+)
+def test_the_batched_graph_runs_on_the_vm_unless_it_would_loop_there(kind, linker):
+    """Reductions, joins and products batch into NumPy calls.
+
+    A Blockwise that does not (LKJ's advanced indexing) is compiled by the backend.
+    """
+    with kl.Model() as m:
+        if kind == "dirichlet":
+            kl.Dirichlet("w", a=np.ones(4))
+        elif kind == "zerosum":
+            kl.ZeroSumNormal("z", sigma=1.0, shape=5)
+        elif kind == "regression":
+            beta = kl.Normal("beta", 0.0, 1.0, shape=3)
+            kl.Deterministic("mu", np.arange(15.0).reshape(5, 3) @ beta)
+        else:
+            kl.LKJCholeskyCov("c", n=3, eta=2.0, sd_dist=kl.Exponential.dist(1.0, shape=3))
+    compiled = m.logp_dlogp_function(mode=FAST_RUN.with_linker("numba"))
+    xs = np.random.default_rng(1).normal(size=(6, compiled.ndim)) * 0.5
+    batched = compiled.expand_draws(xs)
+    assert compiled._expand_draws.linker == linker
+    for k, x in enumerate(xs):
+        for name, value in compiled.expand(x).items():
+            np.testing.assert_allclose(batched[name][k], value, rtol=1e-13, atol=1e-15)

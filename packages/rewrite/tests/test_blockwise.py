@@ -83,3 +83,46 @@ def test_a_batched_reshape_keeps_its_static_shape():
     np.testing.assert_allclose(evaluate(out, {xs: np.array([1.0, 2.0])}), [2.5, 10.0])
     b = Blockwise(kt.reshape(kt.scalar("s"), (1,)).owner.op, "(),(d)->(e)")
     assert b(xs, kt.constant(np.array([[1]]))).type.shape == (None, 1)
+
+
+def test_reductions_and_joins_are_batched_along_shifted_axes():
+    """A simplex-like transform: sums, a max and a Join with an unbatched constant."""
+    xs = kt.matrix("xs", shape=(None, 4))
+
+    def one_draw(x):
+        shifted = x - kt.max(x)
+        tail = kt.concatenate([shifted, kt.constant(np.zeros(1))])
+        both = kt.concatenate([x, x * 2.0])
+        return [tail / kt.sum(kt.exp(tail)), both, kt.sum(x[None, :] * x[:, None], axis=1)]
+
+    outs = list(kt.vectorize(one_draw, "(n)->(m),(k),(n)")(xs))
+    new = rewrite([xs], outs, CANON)
+    assert not any(isinstance(n.op, Blockwise) for n in toposort(new))
+    value = np.random.default_rng(2).normal(size=(5, 4))
+    for a, b in zip(evaluate(outs, {xs: value}), evaluate(new, {xs: value}), strict=True):
+        assert np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+    np.testing.assert_allclose(
+        evaluate(new[1], {xs: value}), np.concatenate([value, 2.0 * value], axis=1)
+    )
+
+
+def test_a_join_of_batched_inputs():
+    """Batch lengths that must agree join natively; a static length 1 broadcasts."""
+    a = kt.tensor("a", shape=(None, 3))
+    b = kt.tensor("b", shape=(None, 3))
+    out = kt.vectorize(lambda x, y: kt.concatenate([x, y]), "(n),(n)->(m)")(a, b)
+    (new,) = rewrite([a, b], [out], CANON)
+    assert not any(isinstance(n.op, Blockwise) for n in toposort([new]))
+    va, vb = np.ones((4, 3)), np.arange(12.0).reshape(4, 3)
+    np.testing.assert_allclose(evaluate(new, {a: va, b: vb}), np.concatenate([va, vb], axis=1))
+    # a gets a leading batch dimension of static length 1 against c's: it broadcasts.
+    c = kt.tensor("c", shape=(None, None, 3))
+    out = kt.vectorize(lambda x, y: kt.concatenate([x, y]), "(n),(n)->(m)")(a, c)
+    (new,) = rewrite([a, c], [out], CANON)
+    assert any(isinstance(n.op, Blockwise) for n in toposort([new]))
+    vc = np.arange(24.0).reshape(2, 4, 3)
+    np.testing.assert_allclose(
+        evaluate(new, {a: va, c: vc}),
+        np.concatenate([np.broadcast_to(va, (2, 4, 3)), vc], axis=2),
+    )

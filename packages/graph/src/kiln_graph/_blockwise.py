@@ -220,6 +220,16 @@ class Blockwise(Op):
         core_node = self._core_node(node)
         batch_shape = self._runtime_batch_shape(node, inputs, batch)
         sizes = self._runtime_core_sizes(inputs, batch)
+        if self.core_op.perform_broadcasts:
+            broadcast: list[Any] = [None] * len(node.outputs)
+            self.core_op.perform(core_node, inputs, broadcast)
+            for k, value in enumerate(broadcast):
+                value = np.asarray(value)
+                shape = tuple(batch_shape) + value.shape[batch:]
+                outputs[k] = (
+                    value if value.shape == shape else np.array(np.broadcast_to(value, shape))
+                )
+            return
         results: list[np.ndarray | None] = [None] * len(node.outputs)
         if 0 in batch_shape:
             for k, (o, dims) in enumerate(zip(node.outputs, self.outputs_sig, strict=True)):

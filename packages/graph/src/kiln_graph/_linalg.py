@@ -122,6 +122,7 @@ class MatMul(Op):
     """The product of two matrices, ``a @ b``."""
 
     gufunc_signature: ClassVar[str] = "(m,k),(k,n)->(m,n)"
+    perform_broadcasts: ClassVar[bool] = True  # np.matmul
 
     def make_node(self, a: Any, b: Any) -> Apply:
         a, b = _matrix("matmul", a, "a"), _matrix("matmul", b, "b")

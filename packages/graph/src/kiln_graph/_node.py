@@ -554,6 +554,10 @@ class Op(Props):
     #: buffers, destroying their values (the in-place variants chosen by the in-place
     #: phase). Read-only; set per instance where props decide it.
     destroy_map: dict[int, list[int]] = {}
+    #: ``perform`` also computes the Op over leading batch dimensions of its inputs,
+    #: broadcast as NumPy's gufuncs broadcast them (``np.matmul``): a ``Blockwise`` of it
+    #: then calls ``perform`` once on the whole arrays, not once per batch element.
+    perform_broadcasts: ClassVar[bool] = False
 
     def make_node(self, *inputs: Any) -> Apply:
         """Check the inputs and return the (interned) :class:`Apply` node."""

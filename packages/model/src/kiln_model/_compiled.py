@@ -24,6 +24,7 @@ from kiln_compile import (
     rewrite_cached,
 )
 from kiln_graph import (
+    Blockwise,
     Constant,
     KilnTypeError,
     KilnValueError,
@@ -405,7 +406,10 @@ class CompiledModel:
         the model's backend: each node is one NumPy operation over all the draws at
         once, which links in milliseconds where a compiling backend takes a second or
         more (Numba: 1.2-1.5 s for M1, M2 and M4 on a cold cache) and calls as fast
-        (0.1-1 ms for 4,000 draws of M1-M4). The values of a variable without a
+        (0.1-1 ms for 4,000 draws of M1-M4). A graph that keeps a ``Blockwise`` after
+        its rewrites whose Op's ``perform`` does not broadcast (``Op.perform_broadcasts``:
+        the VM would call it draw by draw, a Python loop) is compiled by the model's
+        backend instead. The values of a variable without a
         transform are views of its columns of ``xs`` (when ``xs`` is a C-contiguous
         float64 array; of a copy otherwise).
 
@@ -462,6 +466,10 @@ class CompiledModel:
                 batched = list(batched) if isinstance(batched, list | tuple) else [batched]
                 vm = get_mode(self._mode).with_linker("vm")
                 self._expand_draws = function([batch], batched, mode=vm, trust_input=True)
+                if any(_loops_on_vm(n.op) for n in self._expand_draws.fgraph.nodes):
+                    self._expand_draws = function(
+                        [batch], batched, mode=self._mode, trust_input=True
+                    )
             except (KilnTypeError, KilnValueError, NotImplementedError) as exc:
                 self._expand_draws = False  # draw by draw; the caller may say so
                 self.expand_draws_problem = f"{type(exc).__name__}: {exc}"
@@ -606,3 +614,8 @@ def compile_point_function(
         return f(*values)
 
     return call
+
+
+def _loops_on_vm(op: Any) -> bool:
+    """Whether the Python VM runs ``op`` one batch element at a time (a Python loop)."""
+    return isinstance(op, Blockwise) and not op.core_op.perform_broadcasts

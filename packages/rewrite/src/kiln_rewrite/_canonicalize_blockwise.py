@@ -7,7 +7,8 @@ model of thousands of scalars, one ``x[i]`` each) is one function with thousands
 outputs: slow to compile and to call. Batched node by node instead, each node works on
 whole arrays: an Elemwise on the batched inputs (unbatched ones given broadcastable
 batch dimensions), ``x[i]`` as ``x[..., i]``, a DimShuffle with the batch dimensions
-first, any other node as a Blockwise of its own Op; a graph where an integer value
+first, a reduction or a concatenation (of batched tensors) along its axes moved past
+the batch dimensions, any other node as a Blockwise of its own Op; a graph where an integer value
 (a shape) would be batched is left to the Blockwise of the whole graph.
 """
 
@@ -28,6 +29,7 @@ from kiln_graph import (
     Variable,
     toposort,
 )
+from kiln_graph.ops import Alloc, CAReduce, Join, ShapeI
 from kiln_rewrite._db import register_local
 
 _FULL = (None, None, None)
@@ -69,10 +71,37 @@ def _batched_node(
     if isinstance(op, DimShuffle) and batched[0]:
         order = [*range(batch), *(d if isinstance(d, str) else d + batch for d in op.new_order)]
         return DimShuffle(op.input_ndim + batch, order).make_node(*inputs).outputs
+    if isinstance(op, CAReduce) and batched[0]:
+        return CAReduce(op.kind, tuple(a + batch for a in op.axis)).make_node(*inputs).outputs
+    if isinstance(op, Join):
+        joined = _batched_join(op, inputs, batched, batch)
+        if joined is not None:
+            return joined
     ints = [v for v, b in zip(inputs, batched, strict=True) if b] + list(node.outputs)
     if any(v.type.dtype[0] in "biu" for v in ints):  # type: ignore[attr-defined]
         return None
     return Blockwise(op, _signature(node)).make_node(*inputs).outputs
+
+
+def _batched_join(
+    op: Join, inputs: Sequence[Variable], batched: Sequence[bool], batch: int
+) -> Sequence[Variable] | None:
+    """Return the Join of ``inputs`` along its axis past ``batch`` batch dimensions.
+
+    An unbatched input is broadcast to the batch (``Alloc``, the batch lengths read from
+    the first batched input). None where the batched inputs' static batch shapes differ
+    and one has a length 1, which the Blockwise broadcasts and a Join would not.
+    """
+    shapes = {v.type.shape[:batch] for v, b in zip(inputs, batched, strict=True) if b}  # type: ignore[attr-defined]
+    if len(shapes) > 1 and any(1 in s for s in shapes):
+        return None
+    ref = next(v for v, b in zip(inputs, batched, strict=True) if b)
+    lengths = [ShapeI(d)(ref) for d in range(batch)]
+    args = [
+        v if b else Alloc()(v, *lengths, *(ShapeI(d)(v) for d in range(v.type.ndim)))  # type: ignore[attr-defined]
+        for v, b in zip(inputs, batched, strict=True)
+    ]
+    return Join(op.axis + batch).make_node(*args).outputs
 
 
 @register_local(
