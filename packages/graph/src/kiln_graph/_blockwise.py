@@ -225,9 +225,9 @@ class Blockwise(Op):
             self.core_op.perform(core_node, inputs, broadcast)
             for k, value in enumerate(broadcast):
                 value = np.asarray(value)
-                shape = tuple(batch_shape) + value.shape[batch:]
+                full = tuple(batch_shape) + value.shape[batch:]
                 outputs[k] = (
-                    value if value.shape == shape else np.array(np.broadcast_to(value, shape))
+                    value if value.shape == full else np.array(np.broadcast_to(value, full))
                 )
             return
         results: list[np.ndarray | None] = [None] * len(node.outputs)
