@@ -16,6 +16,8 @@ import kiln
 import kiln.tensor as kt
 import kiln_random as kr
 from kiln_compile.testing import compare_with_vm
+from kiln_graph import Blockwise
+from kiln_graph.ops import Join
 from kiln_numba.core_shape import CoreShape
 
 NUMBA = kiln.Mode(linker="numba")
@@ -57,9 +59,13 @@ def test_without_the_rewrite_core_shapes_come_from_parameter_dimensions() -> Non
 
 
 def test_blockwise_with_a_new_core_dimension_uses_the_core_shape() -> None:
-    """A vectorized function making a longer output: allocated from the shape graph."""
+    """A Blockwise making a longer output: allocated from the shape graph.
+
+    A Blockwise of the Join itself: ``kt.vectorize`` of a concatenation is batched into
+    one Join along the shifted axis by canonicalize, leaving no Blockwise.
+    """
     x = kt.matrix("x")
-    y = kt.vectorize(lambda v: kt.concatenate([v, v * 2.0]), "(n)->(m)")(x)
+    y = Blockwise(Join(0), "(n),(k)->(m)")(x, x * 2.0)
     f = kiln.function([x], y, mode=NUMBA)
     assert any(isinstance(op, CoreShape) for op in _ops(f))
     value = np.arange(6.0).reshape(2, 3)
