@@ -7,9 +7,10 @@ model of thousands of scalars, one ``x[i]`` each) is one function with thousands
 outputs: slow to compile and to call. Batched node by node instead, each node works on
 whole arrays: an Elemwise on the batched inputs (unbatched ones given broadcastable
 batch dimensions), ``x[i]`` as ``x[..., i]``, a DimShuffle with the batch dimensions
-first, a reduction or a concatenation (of batched tensors) along its axes moved past
-the batch dimensions, any other node as a Blockwise of its own Op; a graph where an integer value
-(a shape) would be batched is left to the Blockwise of the whole graph.
+first, a reduction or a concatenation along its axes moved past the batch dimensions
+(an unbatched input of a concatenation broadcast to the batch), any other node as a
+Blockwise of its own Op; a graph where an integer value (a shape) would be batched is
+left to the Blockwise of the whole graph.
 """
 
 from __future__ import annotations
