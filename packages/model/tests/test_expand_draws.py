@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import kiln as kl
+import kiln.tensor as kt
 from kiln_compile import FAST_RUN
 from kiln_graph import KilnValueError
 
@@ -87,12 +88,18 @@ def test_a_model_of_untransformed_variables_only_compiles_no_batched_function():
 
 @pytest.mark.parametrize(
     ("kind", "linker"),
-    [("dirichlet", "vm"), ("zerosum", "vm"), ("regression", "vm"), ("lkj", "numba")],
+    [
+        ("dirichlet", "vm"),
+        ("zerosum", "vm"),
+        ("regression", "vm"),
+        ("lkj", "vm"),
+        ("cholesky", "numba"),
+    ],
 )
 def test_the_batched_graph_runs_on_the_vm_unless_it_would_loop_there(kind, linker):
-    """Reductions, joins and products batch into NumPy calls.
+    """Reductions, joins, gathers and products batch into NumPy calls.
 
-    A Blockwise that does not (LKJ's advanced indexing) is compiled by the backend.
+    A Blockwise that does not (a Cholesky factor per draw) is compiled by the backend.
     """
     with kl.Model() as m:
         if kind == "dirichlet":
@@ -102,8 +109,11 @@ def test_the_batched_graph_runs_on_the_vm_unless_it_would_loop_there(kind, linke
         elif kind == "regression":
             beta = kl.Normal("beta", 0.0, 1.0, shape=3)
             kl.Deterministic("mu", np.arange(15.0).reshape(5, 3) @ beta)
-        else:
+        elif kind == "lkj":
             kl.LKJCholeskyCov("c", n=3, eta=2.0, sd_dist=kl.Exponential.dist(1.0, shape=3))
+        else:
+            s = kl.HalfNormal("s", 1.0, shape=2)
+            kl.Deterministic("L", kt.cholesky(kt.outer(s, s) + kt.eye(2)))
     compiled = m.logp_dlogp_function(mode=FAST_RUN.with_linker("numba"))
     xs = np.random.default_rng(1).normal(size=(6, compiled.ndim)) * 0.5
     batched = compiled.expand_draws(xs)

@@ -126,3 +126,35 @@ def test_a_join_of_batched_inputs():
         evaluate(new, {a: va, c: vc}),
         np.concatenate([np.broadcast_to(va, (2, 4, 3)), vc], axis=2),
     )
+
+
+def test_gathers_by_unbatched_indices_are_batched():
+    """``x[idx]``, ``m[rows, cols]`` and a packed vector read as a matrix become one gather."""
+    xs = kt.matrix("xs", shape=(None, 6))
+    ms = kt.tensor("ms", shape=(None, 2, 3))
+    idx = np.array([5, 0, 0, 2])
+    packed = np.array([[0, 1, 3], [1, 2, 4], [3, 4, 5]])  # a symmetric matrix from 6 values
+    rows, cols = np.array([0, 1, 1]), np.array([2, 0, 2])
+
+    def one_draw(x, m):
+        return [x[idx], x[kt.constant(packed)], m[rows, cols], m[:, idx[:2] % 3]]
+
+    outs = list(kt.vectorize(one_draw, "(n),(r,c)->(a),(b,b),(k),(r,d)")(xs, ms))
+    new = rewrite([xs, ms], outs, CANON)
+    assert not any(isinstance(n.op, Blockwise) for n in toposort(new))
+    rng = np.random.default_rng(3)
+    x, m = rng.normal(size=(5, 6)), rng.normal(size=(5, 2, 3))
+    expected = [x[:, idx], x[:, packed], m[:, rows, cols], m[:, :, idx[:2] % 3]]
+    for got, want in zip(evaluate(new, {xs: x, ms: m}), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_gather_whose_index_arrays_are_apart_keeps_its_blockwise():
+    """NumPy puts the dimensions of index arrays apart in the index first: not batchable."""
+    xs = kt.tensor("xs", shape=(None, 2, 3, 4))
+    i, j = np.array([1, 0]), np.array([3, 3])
+    out = kt.vectorize(lambda x: x[i, :, j], "(a,b,c)->(k,b)")(xs)
+    (new,) = rewrite([xs], [out], CANON)
+    assert any(isinstance(n.op, Blockwise) for n in toposort([new]))
+    value = np.arange(48.0).reshape(2, 2, 3, 4)
+    np.testing.assert_array_equal(evaluate(new, {xs: value}), np.stack([v[i, :, j] for v in value]))

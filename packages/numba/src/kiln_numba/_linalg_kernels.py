@@ -285,7 +285,9 @@ def _blocked_substitute(
     substitution (reversed for a backward one), so that the update of block rows
     ``s:e`` by the rows solved before is ``x[s:e] -= t[s:e, :s] @ x[:s]`` (about
     ``n**2 k / 2`` multiply-adds in BLAS, as LAPACK's ``trsm``), and only the diagonal
-    blocks are substitution loops.
+    blocks are substitution loops. Rows are updated and copied by loops: a slice
+    assignment from an array (``y[s:e] -= ...``) makes Numba compile the formatting of
+    its shape-mismatch message, about 2 s of every cold compile that reaches this kernel.
     """
     n, k = x.shape
     forward = lower != (trans == 1)
@@ -299,7 +301,10 @@ def _blocked_substitute(
     for s in range(0, n, _BLOCK):
         e = min(s + _BLOCK, n)
         if s > 0:
-            y[s:e] -= np.dot(np.ascontiguousarray(t[s:e, :s]), y[:s])
+            update = np.dot(np.ascontiguousarray(t[s:e, :s]), y[:s])
+            for i in range(e - s):
+                for c in range(k):
+                    y[s + i, c] -= update[i, c]
         for i in range(s, e):
             for j in range(s, i):
                 coef = t[i, j]
@@ -308,7 +313,9 @@ def _blocked_substitute(
             if not unit_diagonal:
                 _divide_row(y, i, t[i, i])
     if not forward:
-        x[:] = y[::-1]
+        for i in range(n):
+            for c in range(k):
+                x[i, c] = y[n - 1 - i, c]
 
 
 @kernel_njit(inline="always")

@@ -6,11 +6,11 @@ per element, which for an inner graph of many small nodes (the constrained value
 model of thousands of scalars, one ``x[i]`` each) is one function with thousands of
 outputs: slow to compile and to call. Batched node by node instead, each node works on
 whole arrays: an Elemwise on the batched inputs (unbatched ones given broadcastable
-batch dimensions), ``x[i]`` as ``x[..., i]``, a DimShuffle with the batch dimensions
-first, a reduction or a concatenation along its axes moved past the batch dimensions
-(an unbatched input of a concatenation broadcast to the batch), any other node as a
-Blockwise of its own Op; a graph where an integer value (a shape) would be batched is
-left to the Blockwise of the whole graph.
+batch dimensions), ``x[i]`` as ``x[..., i]`` (and a gather by unbatched index arrays
+likewise), a DimShuffle with the batch dimensions first, a reduction or a concatenation
+along its axes moved past the batch dimensions (an unbatched input of a concatenation
+broadcast to the batch), any other node as a Blockwise of its own Op; a graph where an
+integer value (a shape) would be batched is left to the Blockwise of the whole graph.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kiln_graph import (
+    AdvancedSubtensor,
+    AdvancedSubtensor1,
     Apply,
     Blockwise,
     Constant,
@@ -69,6 +71,10 @@ def _batched_node(
         return op.make_node(*args).outputs
     if isinstance(op, Subtensor) and batched[0] and not any(batched[1:]):
         return Subtensor((_FULL,) * batch + tuple(op.idx_list)).make_node(*inputs).outputs
+    if isinstance(op, AdvancedSubtensor | AdvancedSubtensor1) and batched[0]:
+        gathered = _batched_gather(op, inputs, batched, batch)
+        if gathered is not None:
+            return gathered
     if isinstance(op, DimShuffle) and batched[0]:
         order = [*range(batch), *(d if isinstance(d, str) else d + batch for d in op.new_order)]
         return DimShuffle(op.input_ndim + batch, order).make_node(*inputs).outputs
@@ -82,6 +88,26 @@ def _batched_node(
     if any(v.type.dtype[0] in "biu" for v in ints):  # type: ignore[attr-defined]
         return None
     return Blockwise(op, _signature(node)).make_node(*inputs).outputs
+
+
+def _batched_gather(
+    op: AdvancedSubtensor | AdvancedSubtensor1,
+    inputs: Sequence[Variable],
+    batched: Sequence[bool],
+    batch: int,
+) -> Sequence[Variable] | None:
+    """Return ``x[..., index]``: the gather of the batched ``x`` by unbatched index arrays.
+
+    None where an index is batched, or where the index arrays are not next to each other
+    in the index: NumPy then puts their dimensions first, before the batch dimensions.
+    """
+    if any(batched[1:]):
+        return None
+    idx_list = ("a",) if isinstance(op, AdvancedSubtensor1) else tuple(op.idx_list)
+    arrays = [k for k, e in enumerate(idx_list) if e == "a"]
+    if arrays[-1] - arrays[0] + 1 != len(arrays):
+        return None
+    return AdvancedSubtensor((_FULL,) * batch + idx_list).make_node(*inputs).outputs
 
 
 def _batched_join(
