@@ -270,25 +270,40 @@ def _codes(ptrs: NativeCPointers, shared: dict) -> list[tuple]:
     ),
     reason="shared libraries are built on Linux x86-64 with cc and nm",
 )
+def _as_a_new_process() -> None:
+    """Forget the generated modules and mapped libraries, as a new process starts without."""
+    for name in [n for n in sys.modules if n.startswith(("kiln_numba_gen_", "kiln_numba_native"))]:
+        del sys.modules[name]
+    _linker._shared_loaded.clear()
+
+
 def test_the_libraries_functions_return_what_the_callbacks_return(cache_dir, monkeypatch):
-    """One model, every code: through the cfuncs, then the shared libraries' C functions."""
-    monkeypatch.setattr(config, "shared_library", True)
+    """One model, every code: the cfuncs, the libraries built now, then mapped later."""
+    monkeypatch.setattr(config, "shared_library", False)
     f, expand, shared = _coded_model()
     callbacks = native_c_pointers(f, expand)
     assert len(callbacks.callbacks) == 2 and callbacks.stage2["module"] != "shared library"
     from_callbacks = _codes(callbacks, shared)
-    _shared_library.build_queued()
-    # As a new process: the wrappers and the generated code come from their libraries.
-    for name in [n for n in sys.modules if n.startswith(("kiln_numba_gen_", "kiln_numba_native"))]:
-        del sys.modules[name]
-    _linker._shared_loaded.clear()
+    monkeypatch.setattr(config, "shared_library", True)
+    # A process that finds the wrappers in Numba's cache builds their libraries at once,
+    # with the ABI's C functions, instead of compiling callbacks.
+    _as_a_new_process()
+    f, expand, shared = _coded_model()
+    built = native_c_pointers(f, expand)
+    assert built.callbacks == () and built.stage2["module"] == "shared library"
+    assert built.logp.stage2["library"] == built.expand.stage2["library"] == "built now"
+    assert all(c.abi is None for _, _, c in _shared_library._queue)  # no wrapper for the exit
+    from_built = _codes(built, shared)
+    # A later process maps them: the wrappers and the generated code come from them.
+    _as_a_new_process()
     f, expand, shared = _coded_model()
     library = native_c_pointers(f, expand)
     assert library.callbacks == () and library.stage2["module"] == "shared library"
+    assert "library" not in library.logp.stage2
     assert library.logp.fn.abi_address == library.logp_cptr
     assert library.expand.fn.abi_address == library.expand_cptr
     from_library = _codes(library, shared)
-    assert from_library == from_callbacks  # codes and values, to the bit
+    assert from_built == from_library == from_callbacks  # codes and values, to the bit
     codes = [entry[0] for entry in from_library]
     assert codes == [0, 0, -1, -1, 2, 3, 1, -2, 1, -2]
     assert set(codes) == set(RETURN_CODES)

@@ -420,6 +420,23 @@ def build_later(key: str, entry: Path, dispatcher: Any, abi: tuple[str, str] | N
             _builds_at_exit = True
 
 
+def build_now(key: str, entry: Path, dispatcher: Any, abi: tuple[str, str] | None = None) -> bool:
+    """Build the shared library of ``dispatcher`` now, as :func:`build_later` would at exit.
+
+    For a caller that needs the library in this process (the native ABI's C function:
+    the alternative is a Numba ``cfunc`` compiled over the wrapper). Return whether the
+    library is then described in the cache (False where :func:`build_later` would queue
+    nothing, or the build failed; the caller falls back).
+    """
+    if not (supported() and shutil.which("cc") and shutil.which("nm")):
+        return False
+    compiled = _compiled(dispatcher, abi)
+    if compiled is None or (abi is not None and compiled.abi is None):
+        return False
+    _build(key, entry, compiled)
+    return has_library(key)
+
+
 def build_queued() -> None:
     """Build the queued shared libraries now (a process does it at exit)."""
     while True:

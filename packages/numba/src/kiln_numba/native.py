@@ -385,7 +385,7 @@ def _slots(function: Any) -> list[native_source.Slot]:
     return slots
 
 
-def native_logp_grad(function: Any) -> NativeLogpGrad:
+def native_logp_grad(function: Any, *, abi_now: bool = False) -> NativeLogpGrad:
     """Return the native ``logp = fn(x, grad_out, user_data)`` of a compiled model.
 
     Parameters
@@ -395,6 +395,13 @@ def native_logp_grad(function: Any) -> NativeLogpGrad:
         explicit input, a float64 vector, and two outputs, a float64 scalar and a
         float64 vector (no updates). Its shared variables and constants are passed
         through ``user_data``.
+    abi_now
+        Where Numba compiles the wrapper (or loads it from its cache), build its shared
+        library, with the native ABI's C function, now rather than when the process
+        exits, and return the library's wrapper (whose ``abi_address`` a sampler can
+        call): for :func:`kiln_numba.native_c.native_c_pointers`, which would otherwise
+        compile a Numba ``cfunc`` over the wrapper. Where no library can be built, the
+        dispatcher, as without it.
 
     Returns
     -------
@@ -412,7 +419,9 @@ def native_logp_grad(function: Any) -> NativeLogpGrad:
     slots = _slots(function)
     key = thunk.stage2.get("key") or _linker.stage2_key(function.fgraph, gen)
     source = native_source.wrapper_source(_linker.module_name(key), slots, gen)
-    fn, stage2 = _native_fn(function, gen, key, source, native_source.WRAPPER_NAME, "logp")
+    fn, stage2 = _native_fn(
+        function, gen, key, source, native_source.WRAPPER_NAME, "logp", abi_now=abi_now
+    )
     return NativeLogpGrad(function, fn, slots, stage2)
 
 
@@ -428,13 +437,19 @@ def _abi(function: Any, kind: str) -> tuple[str, str] | None:
 
 
 def _native_fn(
-    function: Any, gen: Generated, key: str, source: str, attr: str, kind: str
+    function: Any,
+    gen: Generated,
+    key: str,
+    source: str,
+    attr: str,
+    kind: str,
+    abi_now: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """Return a wrapper (its shared library's, or Numba's dispatcher) and where it came from.
 
     A wrapper Numba compiled or loaded from its cache is queued for its shared library
     (with the native ABI's function over it, :func:`_abi`), which a later process maps
-    without Numba.
+    without Numba; with ``abi_now`` the library is built and mapped now.
     """
     abi = _abi(function, kind)
     libkey = _library_key(key, source, abi)
@@ -459,8 +474,14 @@ def _native_fn(
         return library, library.stage2
     fn, stage2 = compiled()
     if gen.cacheable and stage2.get("cache") in ("hit", "miss"):
+        entry = _linker._entry(key)
+        if abi_now and abi is not None and _shared_library.build_now(libkey, entry, fn, abi):
+            library = _wrapper_library(key, libkey, gen, lambda: fn)
+            if library is not None:
+                library.stage2 = {**stage2, "library": "built now"}
+                return library, library.stage2
         if not _shared_library.has_library(libkey):
-            _shared_library.build_later(libkey, _linker._entry(key), fn, abi)
+            _shared_library.build_later(libkey, entry, fn, abi)
     return fn, stage2
 
 
@@ -532,7 +553,7 @@ def _wrapper_library(
     return LibraryWrapper(shared, load_dispatcher, stage2)
 
 
-def native_expand(function: Any) -> NativeExpand:
+def native_expand(function: Any, *, abi_now: bool = False) -> NativeExpand:
     """Return the native ``status = fn(x, out, user_data)`` of a model's expand function.
 
     Parameters
@@ -570,5 +591,7 @@ def native_expand(function: Any) -> NativeExpand:
     source = native_source.expand_source(
         _linker.module_name(key), slots, function.fgraph.n_outputs, gen
     )
-    fn, stage2 = _native_fn(function, gen, key, source, native_source.EXPAND_NAME, "expand")
+    fn, stage2 = _native_fn(
+        function, gen, key, source, native_source.EXPAND_NAME, "expand", abi_now=abi_now
+    )
     return NativeExpand(function, fn, slots, stage2)

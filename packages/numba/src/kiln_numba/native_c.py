@@ -313,8 +313,8 @@ def native_c_pointers(logp_function: Any, expand_function: Any = None) -> Native
     >>> ptrs = native_c_pointers(compiled.function, compiled.expand_function)  # doctest: +SKIP
     >>> ptrs.logp_cptr, ptrs.expand_cptr, ptrs.user_data_ptr  # doctest: +SKIP
     """
-    logp = native_logp_grad(logp_function)
-    expand = native_expand(expand_function) if expand_function is not None else None
+    logp = native_logp_grad(logp_function, abi_now=True)
+    expand = native_expand(expand_function, abi_now=True) if expand_function is not None else None
     ndim = _ndim(logp_function)
     functions = [logp_function] if expand_function is None else [logp_function, expand_function]
     gens = [f.thunk._generated for f in functions]
