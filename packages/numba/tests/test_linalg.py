@@ -212,3 +212,31 @@ def test_large_triangular_solves_by_blocks_match_scipy(lower, trans, unit_diagon
     if not unit_diagonal:
         with pytest.raises(np.linalg.LinAlgError, match="singular"):
             f(singular, b)
+
+
+def test_kernels_get_c_contiguous_matrices_only() -> None:
+    """A transpose or a strided slice is made contiguous before a kernel: one compile each."""
+    from numba import types
+
+    from kiln_numba import _linalg_kernels as kernels
+
+    rng = np.random.default_rng(5)
+    m, b = kt.matrix("m"), kt.matrix("b")
+    a = m.T[:, ::2]  # Fortran-ordered and strided: (4, 3)
+    sq = m.T @ m + kt.eye(4)
+    outs = [
+        kt.cholesky(a @ a.T + 4.0 * kt.eye(4)),
+        kt.solve(sq.T, b.T),  # a transpose is Fortran-ordered
+        kt.solve_triangular(sq.T, b.T, lower=True),
+        kt.inv(sq.T),
+        kt.det(sq.T),
+        kt.slogdet(sq.T)[1],
+        kt.eigh(sq.T)[0],
+        Tri(lower=True, k=0)(m.T),
+    ]
+    value_m, value_b = rng.normal(size=(6, 4)), rng.normal(size=(2, 4))
+    compare_with_vm([m, b], outs, [value_m, value_b], backend=RAW, rtol=1e-10)
+    for name in ("cholesky", "solve", "solve_triangular", "inv", "det", "slogdet", "eigh", "tri"):
+        kernel = getattr(kernels, f"{name}_kernel")
+        arrays = [t for sig in kernel.signatures for t in sig if isinstance(t, types.Array)]
+        assert arrays and all(t.layout == "C" for t in arrays), (name, kernel.signatures)

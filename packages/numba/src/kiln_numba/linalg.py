@@ -5,7 +5,8 @@ arrays (BLAS; a strided input is copied to C order first, a transpose is not), e
 loops for small float ones with static shapes and for integer and boolean ones, and the kernels of
 :mod:`kiln_numba._linalg_kernels` (compiled and cached once, shared by every graph) for
 Cholesky, the solves, the inverse, the determinants and eigh. Inputs are cast to the output
-dtype first, as the VM's NumPy / SciPy calls do (float32 stays float32).
+dtype first, as the VM's NumPy / SciPy calls do (float32 stays float32), and handed to
+the kernels C-contiguous (:func:`_contiguous`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,18 @@ def _as_output_dtype(ctx: CodeContext, i: int) -> str:
     if ctx.input_type(i).dtype == dtype:
         return name
     return f"{name}.astype({np_dtype(dtype)})"
+
+
+def _contiguous(ctx: CodeContext, i: int) -> str:
+    """Return input ``i`` cast to the output's dtype, as a C-contiguous array.
+
+    Numba compiles a kernel once per layout of its arguments (C, Fortran for a
+    transpose, any for a slice), each compile 0.3-1.5 s on a cold cache;
+    ``np.ascontiguousarray`` is a view of an array that is already contiguous and a copy
+    (O(n^2), under the kernel's own cost) of one that is not, so every kernel is compiled
+    for C-contiguous arrays only.
+    """
+    return f"np.ascontiguousarray({_as_output_dtype(ctx, i)})"
 
 
 def _cast_once(ctx: CodeContext, i: int) -> str:
@@ -128,7 +141,7 @@ def numba_funcify_MatMul(op: MatMul, node: Apply, ctx: CodeContext) -> None:  # 
 def numba_funcify_Cholesky(op: Cholesky, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Factor the triangle read with LAPACK (``LinAlgError`` if not positive definite)."""
     _linalg_dtype(ctx)
-    ctx.emit(f"{ctx.outputs[0]} = cholesky_kernel({_as_output_dtype(ctx, 0)}, {_flag(op.lower)})")
+    ctx.emit(f"{ctx.outputs[0]} = cholesky_kernel({_contiguous(ctx, 0)}, {_flag(op.lower)})")
 
 
 @numba_funcify.register(Solve)
@@ -136,14 +149,14 @@ def numba_funcify_Solve(op: Solve, node: Apply, ctx: CodeContext) -> None:  # no
     """Solve ``a x = b`` by LU (general, symmetric) or Cholesky (positive definite)."""
     _linalg_dtype(ctx)
     (out,) = ctx.outputs
-    a = _as_output_dtype(ctx, 0)
+    a = _contiguous(ctx, 0)
     lower = _flag(op.lower)
     if op.assume_a == "pos":
         call = f"solve_pos_kernel({a}, {{b}}, {lower})"
     else:
         call = f"solve_kernel({a}, {{b}}, {_flag(op.assume_a == 'sym')}, {lower})"
     if op.b_ndim == 2:
-        ctx.emit(f"{out} = {call.format(b=_as_output_dtype(ctx, 1))}")
+        ctx.emit(f"{out} = {call.format(b=_contiguous(ctx, 1))}")
     else:
         col = _as_column(ctx, 1)
         ctx.emit(f"{out} = {call.format(b=col)}.reshape(({col}.shape[0],))")
@@ -156,10 +169,10 @@ def numba_funcify_SolveTriangular(  # noqa: N802
     """Solve by forward or back substitution over the triangle read (``a`` or ``a^T``)."""
     _linalg_dtype(ctx)
     (out,) = ctx.outputs
-    a = _as_output_dtype(ctx, 0)
+    a = _contiguous(ctx, 0)
     flags = f"{_flag(op.lower)}, {_flag(op.unit_diagonal)}, {_int(op.trans)}"
     if op.b_ndim == 2:
-        b = _as_output_dtype(ctx, 1)
+        b = _contiguous(ctx, 1)
         ctx.emit(f"{out} = solve_triangular_kernel({a}, {b}, {flags})")
     else:
         col = _as_column(ctx, 1)
@@ -176,7 +189,7 @@ def numba_funcify_SolveTriangular(  # noqa: N802
 def numba_funcify_Inv(op: Inv, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Invert with LAPACK (``LinAlgError`` if singular)."""
     _linalg_dtype(ctx)
-    ctx.emit(f"{ctx.outputs[0]} = inv_kernel({_as_output_dtype(ctx, 0)})")
+    ctx.emit(f"{ctx.outputs[0]} = inv_kernel({_contiguous(ctx, 0)})")
 
 
 @numba_funcify.register(Det)
@@ -187,7 +200,7 @@ def numba_funcify_Det(op: Det, node: Apply, ctx: CodeContext) -> None:  # noqa: 
     ctx.emit(
         f"""
         {out} = np.empty((), dtype={dtype})
-        {out}[()] = det_kernel({_as_output_dtype(ctx, 0)})
+        {out}[()] = det_kernel({_contiguous(ctx, 0)})
         """
     )
 
@@ -200,7 +213,7 @@ def numba_funcify_SlogDet(op: SlogDet, node: Apply, ctx: CodeContext) -> None:  
     s, v = ctx.fresh("sign"), ctx.fresh("logdet")
     ctx.emit(
         f"""
-        {s}, {v} = slogdet_kernel({_as_output_dtype(ctx, 0)})
+        {s}, {v} = slogdet_kernel({_contiguous(ctx, 0)})
         {sign} = np.empty((), dtype={dtype})
         {sign}[()] = {s}
         {logabsdet} = np.empty((), dtype={dtype})
@@ -214,10 +227,11 @@ def numba_funcify_Eigh(op: Eigh, node: Apply, ctx: CodeContext) -> None:  # noqa
     """Compute the eigenvalues and eigenvectors of the lower triangle with LAPACK."""
     _linalg_dtype(ctx)
     w, v = ctx.outputs
-    ctx.emit(f"{w}, {v} = eigh_kernel({_as_output_dtype(ctx, 0)})")
+    ctx.emit(f"{w}, {v} = eigh_kernel({_contiguous(ctx, 0)})")
 
 
 @numba_funcify.register(Tri)
 def numba_funcify_Tri(op: Tri, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Keep the lower (upper) triangle over the last two dimensions (a new array)."""
-    ctx.emit(f"{ctx.outputs[0]} = tri_kernel({ctx.inputs[0]}, {_flag(op.lower)}, {_int(op.k)})")
+    x = f"np.ascontiguousarray({ctx.inputs[0]})"
+    ctx.emit(f"{ctx.outputs[0]} = tri_kernel({x}, {_flag(op.lower)}, {_int(op.k)})")
