@@ -475,12 +475,14 @@ def _native_fn(
     fn, stage2 = compiled()
     if gen.cacheable and stage2.get("cache") in ("hit", "miss"):
         entry = _linker._entry(key)
-        if abi_now and abi is not None and _shared_library.build_now(libkey, entry, fn, abi):
-            library = _wrapper_library(key, libkey, gen, lambda: fn)
-            if library is not None:
-                library.stage2 = {**stage2, "library": "built now"}
-                return library, library.stage2
-        if not _shared_library.has_library(libkey):
+        if abi_now and abi is not None:
+            # Built once: a build that failed now would fail again at exit.
+            if _shared_library.build_now(libkey, entry, fn, abi):
+                library = _wrapper_library(key, libkey, gen, lambda: fn)
+                if library is not None:
+                    library.stage2 = {**stage2, "library": "built now"}
+                    return library, library.stage2
+        elif not _shared_library.has_library(libkey):
             _shared_library.build_later(libkey, entry, fn, abi)
     return fn, stage2
 
