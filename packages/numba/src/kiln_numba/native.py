@@ -565,6 +565,8 @@ def native_expand(function: Any, *, abi_now: bool = False) -> NativeExpand:
         one explicit input, a float64 vector, and real, integer or boolean tensor
         outputs (e.g. ``CompiledModel.expand_function``). Its shared variables and
         constants are passed through ``user_data``, as for :func:`native_logp_grad`.
+    abi_now
+        As for :func:`native_logp_grad`: the wrapper's shared library built now.
 
     Returns
     -------

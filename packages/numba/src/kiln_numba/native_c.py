@@ -30,10 +30,14 @@ code (which holds the model's code too) without running LLVM. A cache that is of
 cannot be written gives callbacks compiled in memory.
 
 A process that finds the native wrappers in their shared libraries
-(:mod:`kiln_numba._shared_library`, built when a first process compiled them) needs no
-callback and does not import Numba: each library exports the same function in C
-(:func:`abi_source`, :data:`kiln_numba._numba_internals.NATIVE_ABI_C`), calling the
-wrapper's machine code and returning the same codes, and its address is the pointer.
+(:mod:`kiln_numba._shared_library`) needs no callback and does not import Numba: each
+library exports the same function in C (:func:`abi_source`,
+:data:`kiln_numba._numba_internals.NATIVE_ABI_C`), calling the wrapper's machine code
+and returning the same codes, and its address is the pointer. A process in which Numba
+compiles the wrappers builds their libraries at once (``abi_now``: one C compiler run
+each, which it would otherwise spend at exit) and uses them the same way; callbacks are
+compiled only where no library can be built (no ``cc``, another platform,
+``config.shared_library`` off).
 This module imports Numba only for the callbacks (and :data:`LOGP_C_SIGNATURE`,
 :data:`EXPAND_C_SIGNATURE`, made when first asked for).
 """
