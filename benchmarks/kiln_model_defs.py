@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 import kiln as kl
-from bench_models import data_m1, data_m2, data_m3, data_m4
+from bench_models import data_lkj, data_m1, data_m2, data_m3, data_m4
 
 MODELS = ("M1", "M2", "M3", "M4")
 #: The size argument of each model's data generator (``cost_growth.py`` scales it).
@@ -79,6 +79,18 @@ def model_m4(n_groups: int | None = None) -> kl.Model:
     return m
 
 
+def model_lkj() -> kl.Model:
+    """Return the LKJ model (``bench_models``' docstring): a Cholesky-factored covariance."""
+    d = data_lkj()
+    with kl.Model() as m:
+        sd_dist = kl.Exponential.dist(1.0, shape=3)
+        chol, _, _ = kl.LKJCholeskyCov("chol", n=3, eta=2.0, sd_dist=sd_dist, compute_corr=True)
+        mu = kl.Normal("mu", 0.0, 1.0, shape=3)
+        kl.MvNormal("y", mu, chol=chol, observed=d["y"])
+    return m
+
+
 def build(name: str) -> kl.Model:
-    """Return a new model ``name`` (M1-M4)."""
-    return {"M1": model_m1, "M2": model_m2, "M3": model_m3, "M4": model_m4}[name]()
+    """Return a new model ``name`` (M1-M4, or LKJ)."""
+    builders = {"M1": model_m1, "M2": model_m2, "M3": model_m3, "M4": model_m4, "LKJ": model_lkj}
+    return builders[name]()

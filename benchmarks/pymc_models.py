@@ -14,7 +14,7 @@ import pymc as pm
 import pytensor
 from pytensor.graph.basic import Variable
 
-from bench_models import data_m1, data_m2, data_m3, data_m4
+from bench_models import data_lkj, data_m1, data_m2, data_m3, data_m4
 
 MODELS = ("M1", "M2", "M3", "M4")
 
@@ -80,6 +80,17 @@ def model_scalars(n: int) -> pm.Model:
     with pm.Model() as model:
         xs = [pm.Normal(f"x{i}", 0.0, 1.0) for i in range(n)]
         pm.Normal("y", sum(x * c for x, c in zip(xs, cs, strict=True)), 1.0, observed=1.5)
+    return model
+
+
+def model_lkj() -> pm.Model:
+    """Return the LKJ model (``bench_models``' docstring): a Cholesky-factored covariance."""
+    d = data_lkj()
+    with pm.Model() as model:
+        sd_dist = pm.Exponential.dist(1.0, shape=3)
+        chol, _, _ = pm.LKJCholeskyCov("chol", n=3, eta=2.0, sd_dist=sd_dist, compute_corr=True)
+        mu = pm.Normal("mu", 0.0, 1.0, shape=3)
+        pm.MvNormal("y", mu, chol=chol, observed=d["y"])
     return model
 
 
