@@ -222,6 +222,7 @@ def test_kernels_get_c_contiguous_matrices_only() -> None:
 
     rng = np.random.default_rng(5)
     m, b = kt.matrix("m"), kt.matrix("b")
+    s = kt.matrix("s", shape=(4, 4))  # a static order: the kernel without the blocked path
     a = m.T[:, ::2]  # Fortran-ordered and strided: (4, 3)
     sq = m.T @ m + kt.eye(4)
     outs = [
@@ -233,10 +234,13 @@ def test_kernels_get_c_contiguous_matrices_only() -> None:
         kt.slogdet(sq.T)[1],
         kt.eigh(sq.T)[0],
         Tri(lower=True, k=0)(m.T),
+        kt.solve_triangular((s @ s.T + kt.eye(4)).T, b.T, lower=False, trans=1),
     ]
     value_m, value_b = rng.normal(size=(6, 4)), rng.normal(size=(2, 4))
-    compare_with_vm([m, b], outs, [value_m, value_b], backend=RAW, rtol=1e-10)
-    for name in ("cholesky", "solve", "solve_triangular", "inv", "det", "slogdet", "eigh", "tri"):
+    values = [value_m, value_b, rng.normal(size=(4, 4))]
+    compare_with_vm([m, b, s], outs, values, backend=RAW, rtol=1e-10)
+    names = ["cholesky", "solve", "solve_triangular", "solve_triangular_small", "inv", "det"]
+    for name in [*names, "slogdet", "eigh", "tri"]:
         kernel = getattr(kernels, f"{name}_kernel")
         arrays = [t for sig in kernel.signatures for t in sig if isinstance(t, types.Array)]
         assert arrays and all(t.layout == "C" for t in arrays), (name, kernel.signatures)

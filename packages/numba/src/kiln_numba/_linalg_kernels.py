@@ -15,6 +15,7 @@ from numba import types
 from numba.extending import overload
 
 from kiln_numba._cache import kernel_njit
+from kiln_numba.linalg import TRIANGULAR_BLOCKED_FROM, TRIANGULAR_BLOCKED_RHS
 
 __all__ = [
     "blas_dot",
@@ -28,6 +29,7 @@ __all__ = [
     "solve_kernel",
     "solve_pos_kernel",
     "solve_triangular_kernel",
+    "solve_triangular_small_kernel",
     "tri_kernel",
 ]
 
@@ -250,6 +252,15 @@ def _substitute(a: np.ndarray, x: np.ndarray, lower: bool, unit_diagonal: bool, 
             _divide_row(x, i, a[i, i])
 
 
+@kernel_njit(inline="always")
+def _triangular_rhs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Check the shapes of ``a x = b``; return a C-ordered copy of ``b`` to solve in place."""
+    n = _check_square(a)
+    if b.shape[0] != n:
+        raise ValueError("solve_triangular: b's first dimension must equal a's size")
+    return _c_order(b, False)
+
+
 @kernel_njit
 def solve_triangular_kernel(
     a: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool, trans: int
@@ -257,21 +268,33 @@ def solve_triangular_kernel(
     """Solve ``a x = b`` (``trans=1``: ``a^T x = b``) by substitution, ``b`` a matrix.
 
     Reads only the ``lower`` (or upper) triangle of ``a`` (not its diagonal with
-    ``unit_diagonal``); raises ``LinAlgError`` on a zero diagonal entry.
+    ``unit_diagonal``); raises ``LinAlgError`` on a zero diagonal entry. Large systems
+    with several right-hand sides go by blocks (:func:`_blocked_substitute`).
     """
-    n = _check_square(a)
-    if b.shape[0] != n:
-        raise ValueError("solve_triangular: b's first dimension must equal a's size")
-    x = _c_order(b, False)
-    if n >= _BLOCKED_FROM and x.shape[1] >= 8:
+    x = _triangular_rhs(a, b)
+    if x.shape[0] >= TRIANGULAR_BLOCKED_FROM and x.shape[1] >= TRIANGULAR_BLOCKED_RHS:
         _blocked_substitute(a, x, lower, unit_diagonal, trans)
     else:
         _substitute(a, x, lower, unit_diagonal, trans)
     return x
 
 
-#: Triangular solves of at least this order with several right-hand sides go by blocks.
-_BLOCKED_FROM = 128
+@kernel_njit
+def solve_triangular_small_kernel(
+    a: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool, trans: int
+) -> np.ndarray:
+    """:func:`solve_triangular_kernel` without its blocked path (substitution only).
+
+    For systems whose static shapes rule the blocked path out (order below
+    :data:`~kiln_numba.linalg.TRIANGULAR_BLOCKED_FROM` or fewer right-hand sides than
+    :data:`~kiln_numba.linalg.TRIANGULAR_BLOCKED_RHS`, as in a model's Cholesky-factored
+    covariance): the same numbers, about half the compile of the kernel on a cold cache.
+    """
+    x = _triangular_rhs(a, b)
+    _substitute(a, x, lower, unit_diagonal, trans)
+    return x
+
+
 _BLOCK = 32
 
 

@@ -16,6 +16,12 @@ from kiln_graph.ops import Cholesky, Det, Eigh, Inv, MatMul, SlogDet, Solve, Sol
 from kiln_numba._funcify import CodeContext, NoNumbaImplementation, np_dtype, numba_funcify
 from kiln_numba._outline import outline
 
+#: Triangular solves of at least this order with at least this many right-hand sides
+#: go by blocks (BLAS updates); a system whose static shapes rule that out calls a
+#: kernel without the blocked path (:mod:`kiln_numba._linalg_kernels`).
+TRIANGULAR_BLOCKED_FROM = 128
+TRIANGULAR_BLOCKED_RHS = 8
+
 #: Dtypes ``np.dot`` hands to BLAS in Numba.
 BLAS_DTYPES = ("float32", "float64", "complex64", "complex128")
 
@@ -171,15 +177,21 @@ def numba_funcify_SolveTriangular(  # noqa: N802
     (out,) = ctx.outputs
     a = _contiguous(ctx, 0)
     flags = f"{_flag(op.lower)}, {_flag(op.unit_diagonal)}, {_int(op.trans)}"
+    order = ctx.input_type(0).shape[-1]
+    rhs = ctx.input_type(1).shape[-1] if op.b_ndim == 2 else 1
+    small = (order is not None and order < TRIANGULAR_BLOCKED_FROM) or (
+        rhs is not None and rhs < TRIANGULAR_BLOCKED_RHS
+    )
+    kernel = "solve_triangular_small_kernel" if small else "solve_triangular_kernel"
     if op.b_ndim == 2:
         b = _contiguous(ctx, 1)
-        ctx.emit(f"{out} = solve_triangular_kernel({a}, {b}, {flags})")
+        ctx.emit(f"{out} = {kernel}({a}, {b}, {flags})")
     else:
         col = _as_column(ctx, 1)
         x = ctx.fresh("x")
         ctx.emit(
             f"""
-            {x} = solve_triangular_kernel({a}, {col}, {flags})
+            {x} = {kernel}({a}, {col}, {flags})
             {out} = {x}.reshape(({col}.shape[0],))
             """
         )
