@@ -19,6 +19,7 @@ import kiln
 import kiln_compile
 import kiln_model as km
 import kiln_random as kr
+from kiln_graph import Blockwise
 from kiln_graph import tensor as kt
 from kiln_model import transforms as tr
 
@@ -278,6 +279,38 @@ def test_lkj_cholesky_cov_posterior_correlation():
     assert abs(r.mean() - true_corr) < 4 * sd_post
     s = idata.posterior["chol_stds"].values.reshape(-1, 2).mean(axis=0)
     np.testing.assert_allclose(s, data.std(axis=0), rtol=0.1)
+
+
+def test_mvnormal_rows_are_one_solve_in_the_compiled_gradient():
+    """N observed rows against one Cholesky factor: no per-row loop (Blockwise) is left.
+
+    The rows are solved as one matrix right-hand side and the factor's gradient is one
+    triangle of a batch (``kiln_rewrite._canonicalize_batched_linalg``); Numba's values
+    are the VM's (whose MvNormal logp the logp tables hold to SciPy's) and the gradient
+    is the finite differences'.
+    """
+    rng = np.random.default_rng(7)
+    data = rng.multivariate_normal([0.0, 1.0, 2.0], SCALE, size=50)
+    with km.Model() as m:
+        chol, _, _ = km.LKJCholeskyCov(
+            "chol", eta=2.0, n=3, sd_dist=km.Exponential.dist(1.0, shape=3)
+        )
+        mu = km.Normal("mu", 0.0, 1.0, shape=3)
+        km.MvNormal("y", mu, chol=chol, observed=data)
+    compiled = m.logp_dlogp_function(mode=kiln_compile.FAST_RUN.with_linker("numba"))
+    assert not [n for n in compiled.function.fgraph.nodes if isinstance(n.op, Blockwise)]
+    x = compiled.initial_point(seed=1) + 0.2
+    lp, grad = compiled.logp_dlogp(x)
+    vm = m.logp_dlogp_function(mode=kiln_compile.FAST_RUN.with_linker("vm"))
+    vm_lp, vm_grad = vm.logp_dlogp(x)
+    np.testing.assert_allclose(lp, vm_lp, rtol=1e-12)
+    np.testing.assert_allclose(grad, vm_grad, rtol=1e-10, atol=1e-12)
+    eps = 1e-6
+    fd = [
+        (compiled.logp_dlogp(x + eps * e)[0] - compiled.logp_dlogp(x - eps * e)[0]) / (2 * eps)
+        for e in np.eye(len(x))
+    ]
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
 
 
 # --- MvStudentT, ZeroSumNormal, DirichletMultinomial, StickBreakingWeights, OrderedMultinomial

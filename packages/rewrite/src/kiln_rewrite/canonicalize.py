@@ -3,9 +3,12 @@
 Constant folding is here; the other rewrites are grouped by family in
 :mod:`kiln_rewrite._canonicalize_algebra` (elementwise algebra: useless arithmetic,
 n-ary chains, like terms and powers, exp/log) and :mod:`kiln_rewrite._canonicalize_shape`
-(DimShuffle, Reshape, Alloc, shape reads, shape vectors, reductions) and
-:mod:`kiln_rewrite._canonicalize_subtensor` (sums of increments as chains), re-exported
-as ``algebra``, ``shape`` and ``subtensor``. Every rewrite is tagged ``fast_run``; the cheap ones
+(DimShuffle, Reshape, Alloc, shape reads, shape vectors, reductions),
+:mod:`kiln_rewrite._canonicalize_subtensor` (sums of increments as chains),
+:mod:`kiln_rewrite._canonicalize_blockwise` (vectorized inner graphs node by node) and
+:mod:`kiln_rewrite._canonicalize_batched_linalg` (vectorized solves and triangles as one
+call), re-exported as ``algebra``, ``shape``, ``subtensor``, ``blockwise`` and
+``batched_linalg``. Every rewrite is tagged ``fast_run``; the cheap ones
 (folding, useless ops, DimShuffle merging, shape simplification) also ``fast_compile``.
 ``kiln_rewrite.pipeline()`` lists them with the identity each applies.
 """
@@ -133,8 +136,9 @@ def fold_computations_on_large_views(
 # The rewrites of the other canonicalize families register themselves in these modules
 # (after constant folding, so it is listed first); import them by name from here.
 from kiln_rewrite import _canonicalize_algebra as algebra  # noqa: E402
+from kiln_rewrite import _canonicalize_batched_linalg as batched_linalg  # noqa: E402
 from kiln_rewrite import _canonicalize_blockwise as blockwise  # noqa: E402
 from kiln_rewrite import _canonicalize_shape as shape  # noqa: E402
 from kiln_rewrite import _canonicalize_subtensor as subtensor  # noqa: E402
 
-__all__ = ["algebra", "blockwise", "constant_folding", "shape", "subtensor"]
+__all__ = ["algebra", "batched_linalg", "blockwise", "constant_folding", "shape", "subtensor"]
