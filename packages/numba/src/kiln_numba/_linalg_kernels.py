@@ -15,7 +15,6 @@ from numba import types
 from numba.extending import overload
 
 from kiln_numba._cache import kernel_njit
-from kiln_numba.linalg import TRIANGULAR_BLOCKED_FROM, TRIANGULAR_BLOCKED_RHS
 
 __all__ = [
     "blas_dot",
@@ -263,16 +262,24 @@ def _triangular_rhs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @kernel_njit
 def solve_triangular_kernel(
-    a: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool, trans: int
+    a: np.ndarray,
+    b: np.ndarray,
+    lower: bool,
+    unit_diagonal: bool,
+    trans: int,
+    blocked_from: int,
+    blocked_rhs: int,
 ) -> np.ndarray:
     """Solve ``a x = b`` (``trans=1``: ``a^T x = b``) by substitution, ``b`` a matrix.
 
     Reads only the ``lower`` (or upper) triangle of ``a`` (not its diagonal with
-    ``unit_diagonal``); raises ``LinAlgError`` on a zero diagonal entry. Large systems
-    with several right-hand sides go by blocks (:func:`_blocked_substitute`).
+    ``unit_diagonal``); raises ``LinAlgError`` on a zero diagonal entry. Systems of
+    order at least ``blocked_from`` with at least ``blocked_rhs`` right-hand sides go by
+    blocks (:func:`_blocked_substitute`; the generated code passes
+    :data:`kiln_numba.linalg.TRIANGULAR_BLOCKED_FROM` and ``_RHS``).
     """
     x = _triangular_rhs(a, b)
-    if x.shape[0] >= TRIANGULAR_BLOCKED_FROM and x.shape[1] >= TRIANGULAR_BLOCKED_RHS:
+    if x.shape[0] >= blocked_from and x.shape[1] >= blocked_rhs:
         _blocked_substitute(a, x, lower, unit_diagonal, trans)
     else:
         _substitute(a, x, lower, unit_diagonal, trans)

@@ -18,7 +18,8 @@ from kiln_numba._outline import outline
 
 #: Triangular solves of at least this order with at least this many right-hand sides
 #: go by blocks (BLAS updates); a system whose static shapes rule that out calls a
-#: kernel without the blocked path (:mod:`kiln_numba._linalg_kernels`).
+#: kernel without the blocked path (:mod:`kiln_numba._linalg_kernels`). The generated
+#: code passes them to the kernel (whose cache is keyed by its own file only).
 TRIANGULAR_BLOCKED_FROM = 128
 TRIANGULAR_BLOCKED_RHS = 8
 
@@ -182,7 +183,11 @@ def numba_funcify_SolveTriangular(  # noqa: N802
     small = (order is not None and order < TRIANGULAR_BLOCKED_FROM) or (
         rhs is not None and rhs < TRIANGULAR_BLOCKED_RHS
     )
-    kernel = "solve_triangular_small_kernel" if small else "solve_triangular_kernel"
+    if small:
+        kernel = "solve_triangular_small_kernel"
+    else:
+        kernel = "solve_triangular_kernel"
+        flags += f", {_int(TRIANGULAR_BLOCKED_FROM)}, {_int(TRIANGULAR_BLOCKED_RHS)}"
     if op.b_ndim == 2:
         b = _contiguous(ctx, 1)
         ctx.emit(f"{out} = {kernel}({a}, {b}, {flags})")
