@@ -56,18 +56,23 @@ def local_blockwise_of_vector_solve(node: Apply) -> list[Variable] | None:
     if core.b_ndim != 1:
         return None
     a, b = node.inputs
-    (out,) = node.outputs
-    if not (isinstance(a.type, TensorType) and isinstance(b.type, TensorType)):
+    a_type, b_type, out_type = a.type, b.type, node.outputs[0].type
+    if not (
+        isinstance(a_type, TensorType)
+        and isinstance(b_type, TensorType)
+        and isinstance(out_type, TensorType)
+    ):
         return None
-    if b.type.ndim != 2 or out.type.ndim != 2:
+    if b_type.ndim != 2 or out_type.ndim != 2:
         return None  # one batch dimension of b, and a adds none
-    if any(d != 1 for d in a.type.shape[:-2]):
+    if any(d != 1 for d in a_type.shape[:-2]):
         return None  # a matrix per batch element
-    if a.type.ndim > 2:
-        a = DimShuffle(a.type.ndim, [a.type.ndim - 2, a.type.ndim - 1])(a)
+    if a_type.ndim > 2:
+        a = DimShuffle(a_type.ndim, [a_type.ndim - 2, a_type.ndim - 1])(a)
     matrix = type(core)(**{**{p: getattr(core, p) for p in core.__props__}, "b_ndim": 2})
     solved = matrix(a, DimShuffle(2, [1, 0])(b))
     result = DimShuffle(2, [1, 0])(solved)
-    if result.type.dtype != out.type.dtype or result.type.ndim != out.type.ndim:
+    result_type = result.type
+    if not isinstance(result_type, TensorType) or result_type.dtype != out_type.dtype:
         return None
     return [result]
