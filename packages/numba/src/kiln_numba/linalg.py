@@ -250,5 +250,5 @@ def numba_funcify_Eigh(op: Eigh, node: Apply, ctx: CodeContext) -> None:  # noqa
 @numba_funcify.register(Tri)
 def numba_funcify_Tri(op: Tri, node: Apply, ctx: CodeContext) -> None:  # noqa: N802
     """Keep the lower (upper) triangle over the last two dimensions (a new array)."""
-    x = f"np.ascontiguousarray({ctx.inputs[0]})"
+    x = _contiguous(ctx, 0)  # the output's dtype is the input's: no cast
     ctx.emit(f"{ctx.outputs[0]} = tri_kernel({x}, {_flag(op.lower)}, {_int(op.k)})")
