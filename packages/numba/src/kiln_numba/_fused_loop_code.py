@@ -108,7 +108,7 @@ class _LoopWriter:
         """Write ``value`` into the loop's output array of ``out`` (when it is an output)."""
         if out in self.outputs:
             target = self.outputs[out]
-            self.lines.before.append(f"{target} = np.empty(({self.n}, ), dtype={np_dtype(dtype)})")
+            self.lines.before.append(f"{target} = empty(({self.n}, ), {np_dtype(dtype)})")
             self.lines.body.append(f"{target}[{self.j}] = {value}")
 
     def member(self, inner: Apply) -> None:
@@ -138,7 +138,7 @@ class _LoopWriter:
             self.indexed = True
             x, y, idx = inner.inputs
             target = self.outputs[out] if out in self.outputs else self.ctx.fresh("t")
-            self.lines.before.append(f"{target} = np.copy({self.arrays[x]})")
+            self.lines.before.append(f"{target} = copy({self.arrays[x]})")
             set_ = inner.op.set_instead_of_inc  # type: ignore[attr-defined]
             g = self.checked(idx, _length(target, x), str(inner.op))
             body.append(f"{target}[{g}] {'=' if set_ else '+='} {self.value(y)}")
@@ -266,7 +266,7 @@ def _fold(
     lines.before.append(f"{fold.acc} = {identity(kind, acc_dtype)}")
     lines.body.append(f"{fold.elem} = {value_cast(v, pre_dtype, acc_dtype, kind)}")
     lines.body.append(fold.marker)
-    lines.after.append(f"{result} = np.empty((), dtype={np_dtype(out_dtype)})")
+    lines.after.append(f"{result} = empty((), {np_dtype(out_dtype)})")
     lines.after.append(f"{result}[()] = {value_cast(fold.acc, acc_dtype, out_dtype, kind)}")
     return fold
 
@@ -297,7 +297,7 @@ def _place_folds(
         k = ctx.fresh("k")
         second.append(f"for {k} in range({n}):")
         for fold in folds:
-            before.append(f"{fold.buf} = np.empty({n}, dtype={np_dtype(fold.acc_dtype)})")
+            before.append(f"{fold.buf} = empty({n}, {np_dtype(fold.acc_dtype)})")
             value = f"{fold.buf}[{k}]"
             second += ["    " + s for s in combine(fold.kind, fold.acc, value, fold.is_float)]
     return [*before, f"for {j} in range({n}):", *("    " + s for s in body), *second, *lines.after]

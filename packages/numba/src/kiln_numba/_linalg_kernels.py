@@ -14,6 +14,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from kiln_numba._alloc import contiguous, copy, empty, full, zeros
 from kiln_numba._cache import kernel_njit
 
 __all__ = [
@@ -52,7 +53,7 @@ def _blas_dot_impl(a_layout: str, b_layout: str):  # type: ignore[no-untyped-def
         def impl_a(a, b):  # type: ignore[no-untyped-def]
             if a.flags.f_contiguous:
                 return np.dot(np.asfortranarray(a), b)
-            return np.dot(np.ascontiguousarray(a), b)
+            return np.dot(contiguous(a), b)
 
         return impl_a
     if a_layout in "CF":
@@ -60,7 +61,7 @@ def _blas_dot_impl(a_layout: str, b_layout: str):  # type: ignore[no-untyped-def
         def impl_b(a, b):  # type: ignore[no-untyped-def]
             if b.flags.f_contiguous:
                 return np.dot(a, np.asfortranarray(b))
-            return np.dot(a, np.ascontiguousarray(b))
+            return np.dot(a, contiguous(b))
 
         return impl_b
 
@@ -69,11 +70,11 @@ def _blas_dot_impl(a_layout: str, b_layout: str):  # type: ignore[no-untyped-def
             fa = np.asfortranarray(a)
             if b.flags.f_contiguous:
                 return np.dot(fa, np.asfortranarray(b))
-            return np.dot(fa, np.ascontiguousarray(b))
-        ca = np.ascontiguousarray(a)
+            return np.dot(fa, contiguous(b))
+        ca = contiguous(a)
         if b.flags.f_contiguous:
             return np.dot(ca, np.asfortranarray(b))
-        return np.dot(ca, np.ascontiguousarray(b))
+        return np.dot(ca, contiguous(b))
 
     return impl_ab
 
@@ -99,11 +100,11 @@ def dot_kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def tri_kernel(x: np.ndarray, lower: bool, k: int) -> np.ndarray:
     """Return ``np.tril(x, k)`` (``lower``) or ``np.triu(x, k)`` over the last two axes."""
     m, n = x.shape[-2], x.shape[-1]
-    out = np.empty(x.shape, dtype=x.dtype)
+    out = empty(x.shape, x.dtype)
     batch = 1
     for d in range(x.ndim - 2):
         batch *= x.shape[d]
-    src = np.ascontiguousarray(x).reshape((batch, m, n))
+    src = contiguous(x).reshape((batch, m, n))
     dst = out.reshape((batch, m, n))
     for b in range(batch):
         for i in range(m):
@@ -155,7 +156,7 @@ def _check_square(a: np.ndarray) -> int:
 def _symmetrized(a: np.ndarray, lower: bool) -> np.ndarray:
     """Return the symmetric matrix whose lower (or upper) triangle is that of ``a``."""
     n = a.shape[0]
-    out = np.empty((n, n), dtype=a.dtype)
+    out = empty((n, n), a.dtype)
     for i in range(n):
         for j in range(i + 1):
             v = a[i, j] if lower else a[j, i]
@@ -176,7 +177,7 @@ def _fill_nan(out: np.ndarray) -> np.ndarray:
 def _c_order(x: np.ndarray, transpose: bool) -> np.ndarray:
     """Return a C-ordered copy of ``x`` (of ``x.T`` with ``transpose``), as plain loops."""
     m, n = (x.shape[1], x.shape[0]) if transpose else (x.shape[0], x.shape[1])
-    out = np.empty((m, n), dtype=x.dtype)
+    out = empty((m, n), x.dtype)
     for i in range(m):
         for j in range(n):
             out[i, j] = x[j, i] if transpose else x[i, j]
@@ -211,9 +212,9 @@ def eigh_kernel(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = _check_square(a)
     s = _symmetrized(a, True)
     if n == 0 or not _all_finite(s):
-        return np.full(n, np.nan, dtype=a.dtype), _fill_nan(s)
+        return full(n, np.nan, a.dtype), _fill_nan(s)
     w, v = np.linalg.eigh(s)
-    out = np.empty((n, n), dtype=a.dtype)
+    out = empty((n, n), a.dtype)
     for j in range(n):
         big = 0
         for i in range(1, n):
@@ -321,17 +322,17 @@ def _blocked_substitute(
     """
     n, k = x.shape
     forward = lower != (trans == 1)
-    t = np.zeros((n, n), dtype=x.dtype)
+    t = zeros((n, n), x.dtype)
     for i in range(n):
         src_i = i if forward else n - 1 - i
         for j in range(i + 1):
             src_j = j if forward else n - 1 - j
             t[i, j] = a[src_j, src_i] if trans == 1 else a[src_i, src_j]
-    y = x if forward else x[::-1].copy()
+    y = x if forward else copy(x[::-1])
     for s in range(0, n, _BLOCK):
         e = min(s + _BLOCK, n)
         if s > 0:
-            update = np.dot(np.ascontiguousarray(t[s:e, :s]), y[:s])
+            update = np.dot(contiguous(t[s:e, :s]), y[:s])
             for i in range(e - s):
                 for c in range(k):
                     y[s + i, c] -= update[i, c]
@@ -365,10 +366,10 @@ def solve_kernel(a: np.ndarray, b: np.ndarray, symmetric: bool, lower: bool) -> 
     ``LinAlgError`` for a singular ``a``; a non-finite entry gives NaN results.
     """
     if not _solve_checks(a, b):
-        return np.zeros(b.shape, dtype=a.dtype)
+        return zeros(b.shape, a.dtype)
     s = _symmetrized(a, lower) if symmetric else _c_order(a, False)
     if not (_all_finite(s) and _all_finite(b)):
-        return _fill_nan(np.empty(b.shape, dtype=a.dtype))
+        return _fill_nan(empty(b.shape, a.dtype))
     return _c_order(np.linalg.solve(s, _c_order(b, False)), False)
 
 
@@ -380,10 +381,10 @@ def solve_pos_kernel(a: np.ndarray, b: np.ndarray, lower: bool) -> np.ndarray:
     positive definite; a non-finite entry gives NaN results.
     """
     if not _solve_checks(a, b):
-        return np.zeros(b.shape, dtype=a.dtype)
+        return zeros(b.shape, a.dtype)
     s = _symmetrized(a, lower)
     if not (_all_finite(s) and _all_finite(b)):
-        return _fill_nan(np.empty(b.shape, dtype=a.dtype))
+        return _fill_nan(empty(b.shape, a.dtype))
     factor = np.linalg.cholesky(s)
     x = _c_order(b, False)
     _substitute(factor, x, True, False, 0)
@@ -396,9 +397,9 @@ def inv_kernel(a: np.ndarray) -> np.ndarray:
     """Return the inverse of ``a``; ``LinAlgError`` if singular, NaNs if not finite."""
     n = _check_square(a)
     if n == 0:
-        return np.empty((0, 0), dtype=a.dtype)
+        return empty((0, 0), a.dtype)
     if not _all_finite(a):
-        return _fill_nan(np.empty((n, n), dtype=a.dtype))
+        return _fill_nan(empty((n, n), a.dtype))
     return _c_order(np.linalg.inv(_c_order(a, False)), False)
 
 

@@ -22,7 +22,9 @@ compiles kiln's generated code; what makes it fast to load does not exist there:
   (:data:`NATIVE_ABI_C`: the arrays' data-model fields, the status and ``excinfo_t``
   of ``numba.core.callconv.CPUCallConv``, ``NRT_Free``);
 - the code-generation helpers of ``@intrinsic`` implementations (``numba.core.cgutils``,
-  ``numba.core.imputils.impl_ret_borrowed``);
+  ``numba.core.imputils.impl_ret_borrowed``; for allocating arrays without Numba's
+  overloads of ``np.empty``, :func:`allocation_helpers`: ``numba.np.arrayobj``'s
+  ``make_array`` and ``populate_array``);
 - two options of ``numba.njit`` that its documentation does not list
   (:func:`callee_options`: ``no_cpython_wrapper``, ``no_cfunc_wrapper`` of
   ``numba.core.options.DefaultOptions``).
@@ -125,6 +127,7 @@ _NAMES = {
     "numba.core.runtime": ("rtsys",),
     "numba.core.serialize": ("dumps",),
     "numba.experimental.function_type": ("_get_jit_address",),
+    "numba.np.arrayobj": ("make_array", "populate_array"),
 }  # fmt: skip
 
 
@@ -738,6 +741,18 @@ def as_dtype(numba_type: Any) -> Any:
     from numba.np.numpy_support import as_dtype as numba_as_dtype
 
     return numba_as_dtype(numba_type)
+
+
+def allocation_helpers() -> tuple[Any, Any, Any]:
+    """Return ``(cgutils, make_array, populate_array)``, for intrinsics that allocate arrays.
+
+    ``numba.np.arrayobj.make_array`` gives the structure of an array type and
+    ``populate_array`` fills its fields (:mod:`kiln_numba._alloc`).
+    """
+    from numba.core import cgutils
+    from numba.np.arrayobj import make_array, populate_array
+
+    return cgutils, make_array, populate_array
 
 
 def intrinsic_helpers() -> tuple[Any, Any]:

@@ -109,7 +109,7 @@ def outline(ctx: CodeContext, write: Callable[[CodeContext], None]) -> None:
     ctx.emit(f"({''.join(f'{t}, ' for t in targets)}) = {name}({', '.join(args)})")
     for out, target, dtype in zip(ctx.outputs, targets, zero_d, strict=True):
         if dtype is not None:
-            ctx.emit(f"{out} = np.empty((), dtype={dtype})")
+            ctx.emit(f"{out} = empty((), {dtype})")
             ctx.emit(f"{out}[()] = {target}")
 
 

@@ -1,6 +1,6 @@
 """Turn the generated function's local 0-d arrays into plain scalar variables.
 
-Op implementations see every 0-d value as a 0-d array (``v = np.empty((), dtype=...)``,
+Op implementations see every 0-d value as a 0-d array (``v = empty((), np.float64)``,
 written by ``v[()] = ...``, read by ``v[()]``), which keeps them simple. In the body of
 a generated function most such arrays never leave it: each is one heap allocation, and
 Numba writes far more IR for a 0-d array's store and load than for a float. This pass
@@ -16,9 +16,7 @@ import re
 from collections.abc import Sequence
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_DECL = re.compile(
-    rf"^(?P<indent>\s*)(?P<name>{_NAME}) = np\.empty\(\(\), dtype=(?P<dtype>np\.\w+)\)$"
-)
+_DECL = re.compile(rf"^(?P<indent>\s*)(?P<name>{_NAME}) = empty\(\(\), (?P<dtype>np\.\w+)\)$")
 _ALIAS = re.compile(rf"^(?P<indent>\s*)(?P<name>{_NAME}) = (?P<src>{_NAME})$")
 _STORE = re.compile(rf"^(?P<indent>\s*)(?P<name>{_NAME})\[\(\)\] = (?P<expr>.*)$")
 _WORD = re.compile(_NAME)

@@ -23,6 +23,7 @@ from numba import types
 from numba.extending import overload
 
 from kiln_graph import KilnIndexError, KilnValueError, ShapeMismatchError
+from kiln_numba._alloc import copy, empty
 from kiln_numba._cache import kernel_njit
 from kiln_numba._dispatch import signature_njit
 
@@ -137,11 +138,11 @@ def check_update_length(n: int, target: int, dim: int, label: str) -> None:
 
 def writable(x: np.ndarray) -> np.ndarray:
     """Return ``x`` if it may be written into, else a copy (an in-place op's buffer)."""
-    return x if x.flags.writeable else x.copy()
+    return x if x.flags.writeable else copy(x)
 
 
 def _copy(x: Any) -> Any:
-    return x.copy()
+    return copy(x)
 
 
 def _same(x: Any) -> Any:
@@ -163,7 +164,7 @@ _TAKE = "AdvancedSubtensor1"
 def take_1d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Return ``x[idx]`` for a vector ``x`` (checked, negative indices wrap)."""
     n = x.shape[0]
-    out = np.empty(idx.shape[0], dtype=x.dtype)
+    out = empty(idx.shape[0], x.dtype)
     for k in range(idx.shape[0]):
         i = np.int64(idx[k])
         if i < -n or i >= n:
@@ -176,7 +177,7 @@ def take_1d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
 def take_2d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Return the rows ``x[idx]`` of a matrix ``x``."""
     n, m = x.shape
-    out = np.empty((idx.shape[0], m), dtype=x.dtype)
+    out = empty((idx.shape[0], m), x.dtype)
     for k in range(idx.shape[0]):
         i = np.int64(idx[k])
         if i < -n or i >= n:
@@ -192,7 +193,7 @@ def take_2d(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
 def take_nd(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Return ``x[idx]`` along the first axis of an array of any number of dimensions."""
     n = x.shape[0]
-    out = np.empty((idx.shape[0],) + x.shape[1:], dtype=x.dtype)
+    out = empty((idx.shape[0],) + x.shape[1:], x.dtype)
     for k in range(idx.shape[0]):
         i = np.int64(idx[k])
         if i < -n or i >= n:

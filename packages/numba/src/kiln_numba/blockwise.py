@@ -114,7 +114,7 @@ def write_blockwise(
         result = ctx.fresh("r")
         ctx.emit(f"{result} = {call([])}")
         for k, out in enumerate(ctx.outputs):
-            ctx.emit(f"{out} = np.copy({result}[{k}])")
+            ctx.emit(f"{out} = copy({result}[{k}])")
         return
 
     # Each output's core shape: static, from an input dimension of the same name, or
@@ -148,7 +148,7 @@ def write_blockwise(
             n if n is not None else f"{first}[{k}].shape[{j}]" for j, n in enumerate(out_core[k])
         ]
         shape_src = "(" + "".join(f"{s}, " for s in [*sizes, *core_dims]) + ")"
-        ctx.emit(f"{out} = np.empty({shape_src}, dtype={np_dtype(ctx.output_type(k).dtype)})")
+        ctx.emit(f"{out} = empty({shape_src}, {np_dtype(ctx.output_type(k).dtype)})")
 
     loop_vars = [ctx.fresh("j") for _ in range(batch)]
     result = ctx.fresh("r")

@@ -153,7 +153,7 @@ def numba_funcify_Elemwise(op: Elemwise, node: Apply, ctx: CodeContext) -> None:
         ctx.emit(f"{out} = {ctx.inputs[inplace[0]]}")
     else:
         shape = "(" + "".join(f"{s}, " for s in sizes) + ")"
-        ctx.emit(f"{out} = np.empty({shape}, dtype={np_dtype(out_t.dtype)})")
+        ctx.emit(f"{out} = empty({shape}, {np_dtype(out_t.dtype)})")
     in_dtypes = [ctx.input_type(i).dtype for i in range(len(node.inputs))]
     vector_math = is_long_loop(ctx)
 
@@ -194,7 +194,7 @@ def numba_funcify_DimShuffle(op: DimShuffle, node: Apply, ctx: CodeContext) -> N
         element = "[()]" if op.input_ndim == 0 else "[" + "0, " * op.input_ndim + "]"
         ctx.emit(
             f"""
-            {out} = np.empty({shape}, dtype={np_dtype(ctx.output_type(0).dtype)})
+            {out} = empty({shape}, {np_dtype(ctx.output_type(0).dtype)})
             {out}[{"0, " * len(op.new_order) or "()"}] = {x}{element}
             """
         )

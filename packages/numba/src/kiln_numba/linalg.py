@@ -54,11 +54,11 @@ def _contiguous(ctx: CodeContext, i: int) -> str:
 
     Numba compiles a kernel once per layout of its arguments (C, Fortran for a
     transpose, any for a slice), each compile 0.3-1.5 s on a cold cache;
-    ``np.ascontiguousarray`` is a view of an array that is already contiguous and a copy
-    (O(n^2), under the kernel's own cost) of one that is not, so every kernel is compiled
-    for C-contiguous arrays only.
+    ``contiguous`` (:mod:`kiln_numba._alloc`, NumPy's ``ascontiguousarray``) is the
+    array itself when its type is C-contiguous and a copy (O(n^2), under the kernel's
+    own cost) otherwise, so every kernel is compiled for C-contiguous arrays only.
     """
-    return f"np.ascontiguousarray({_as_output_dtype(ctx, i)})"
+    return f"contiguous({_as_output_dtype(ctx, i)})"
 
 
 def _cast_once(ctx: CodeContext, i: int) -> str:
@@ -86,7 +86,7 @@ def _as_column(ctx: CodeContext, i: int) -> str:
     """Emit input ``i`` (cast to the output dtype) as an ``(n, 1)`` matrix; return it."""
     col = ctx.fresh("col")
     vec = _as_output_dtype(ctx, i)
-    ctx.emit(f"{col} = np.ascontiguousarray({vec}).reshape(({ctx.inputs[i]}.shape[0], 1))")
+    ctx.emit(f"{col} = contiguous({vec}).reshape(({ctx.inputs[i]}.shape[0], 1))")
     return col
 
 
@@ -109,7 +109,7 @@ def _emit_matmul_loops(ctx: CodeContext, a: str, b: str) -> None:
     i, j, p, acc = ctx.fresh("i"), ctx.fresh("j"), ctx.fresh("p"), ctx.fresh("acc")
     ctx.emit(
         f"""
-        {out} = np.empty(({a}.shape[0], {b}.shape[1]), dtype={dtype})
+        {out} = empty(({a}.shape[0], {b}.shape[1]), {dtype})
         for {i} in range({a}.shape[0]):
             for {j} in range({b}.shape[1]):
                 {acc} = {dtype}(0)
@@ -141,7 +141,7 @@ def numba_funcify_MatMul(op: MatMul, node: Apply, ctx: CodeContext) -> None:  # 
     else:
         x, y = ctx.inputs
         shape = f"({x}.shape[0], {y}.shape[1])"
-        ctx.emit(f"{out} = matmul_loop({a}, {b}, np.zeros({shape}, dtype={np_dtype(dtype)}))")
+        ctx.emit(f"{out} = matmul_loop({a}, {b}, zeros({shape}, {np_dtype(dtype)}))")
 
 
 @numba_funcify.register(Cholesky)
@@ -216,7 +216,7 @@ def numba_funcify_Det(op: Det, node: Apply, ctx: CodeContext) -> None:  # noqa: 
     (out,) = ctx.outputs
     ctx.emit(
         f"""
-        {out} = np.empty((), dtype={dtype})
+        {out} = empty((), {dtype})
         {out}[()] = det_kernel({_contiguous(ctx, 0)})
         """
     )
@@ -231,9 +231,9 @@ def numba_funcify_SlogDet(op: SlogDet, node: Apply, ctx: CodeContext) -> None:  
     ctx.emit(
         f"""
         {s}, {v} = slogdet_kernel({_contiguous(ctx, 0)})
-        {sign} = np.empty((), dtype={dtype})
+        {sign} = empty((), {dtype})
         {sign}[()] = {s}
-        {logabsdet} = np.empty((), dtype={dtype})
+        {logabsdet} = empty((), {dtype})
         {logabsdet}[()] = {v}
         """
     )

@@ -38,4 +38,4 @@ def numba_funcify_OpFromGraph(op: OpFromGraph, node: Apply, ctx: CodeContext) ->
     ctx.emit(f"{result} = {call}")
     views = may_view_inputs(op.inner_inputs, op.inner_outputs)
     for k, (out, view) in enumerate(zip(ctx.outputs, views, strict=True)):
-        ctx.emit(f"{out} = np.copy({result}[{k}])" if view else f"{out} = {result}[{k}]")
+        ctx.emit(f"{out} = copy({result}[{k}])" if view else f"{out} = {result}[{k}]")

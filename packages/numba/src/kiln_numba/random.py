@@ -74,7 +74,7 @@ def write_draws(
     core = _core_dims(op, node, params, batch, core_shape)
     shape = "(" + "".join(f"{s}, " for s in [*sizes, *core]) + ")"
     dtype = np_dtype(node.outputs[1].type.dtype)  # type: ignore[attr-defined]
-    ctx.emit(f"{out} = np.empty({shape}, dtype={dtype})")
+    ctx.emit(f"{out} = empty({shape}, {dtype})")
 
     loop_vars = [ctx.fresh("j") for _ in range(batch)]
     body: list[str] = []

@@ -117,10 +117,10 @@ def emit_reduction(
         )
     out_shape = "(" + "".join(f"{sizes[d]}, " for d in kept) + ")"
     if direct:
-        ctx.emit(f"{out} = np.empty({out_shape}, dtype={np_dtype(out_dtype)})")
+        ctx.emit(f"{out} = empty({out_shape}, {np_dtype(out_dtype)})")
     else:
         ident = identity(kind, out_dtype)
-        ctx.emit(f"{out} = np.full({out_shape}, {ident}, dtype={np_dtype(out_dtype)})")
+        ctx.emit(f"{out} = full({out_shape}, {ident}, {np_dtype(out_dtype)})")
     acc_dtype = "float64" if kind == "sum" and out_dtype == "float32" else out_dtype
     loop_vars = [ctx.fresh("j") for _ in range(ndim)]
     target = index_expr(out, (False,) * len(kept), [loop_vars[d] for d in kept])
@@ -172,7 +172,7 @@ def _two_pass_sum(
     (10,000 ``log1p``): 153 us in one loop, 31 us in two.
     """
     buf, k = ctx.fresh("buf"), ctx.fresh("k")
-    ctx.emit(f"{buf} = np.empty({size}, dtype=np.float64)")
+    ctx.emit(f"{buf} = empty({size}, np.float64)")
     pad = "    " * depth
     return [
         pad + f"for {var} in range({size}):",
@@ -254,7 +254,7 @@ def numba_funcify_Argmax(op: Argmax, node: Apply, ctx: CodeContext) -> None:  # 
     )
     loop_vars = [ctx.fresh("j") for _ in range(ndim)]
     best, idx, pos, v = ctx.fresh("best"), ctx.fresh("idx"), ctx.fresh("k"), ctx.fresh("v")
-    ctx.emit(f"{out} = np.empty((" + "".join(f"{sizes[d]}, " for d in kept) + "), dtype=np.int64)")
+    ctx.emit(f"{out} = empty((" + "".join(f"{sizes[d]}, " for d in kept) + "), np.int64)")
     # Kept dimensions outside, reduced ones inside (C order among each group).
     order = kept + reduced
     lines = _nest([sizes[d] for d in kept], [loop_vars[d] for d in kept])
@@ -302,7 +302,7 @@ def numba_funcify_CumSum(op: CumSum, node: Apply, ctx: CodeContext) -> None:  # 
     if op.axis is None:
         # The flattened input in C order; backwards from the end when reversed.
         acc, pos = ctx.fresh("acc"), ctx.fresh("k")
-        ctx.emit(f"{out} = np.empty(({x}.size,), dtype={dt})")
+        ctx.emit(f"{out} = empty(({x}.size,), {dt})")
         ctx.emit(f"{acc} = {number(0, out_dtype)}")
         ctx.emit(f"{pos} = {x}.size - 1" if op.reverse else f"{pos} = 0")
         lines = _nest(sizes, loop_vars, reverse=op.reverse)
@@ -315,7 +315,7 @@ def numba_funcify_CumSum(op: CumSum, node: Apply, ctx: CodeContext) -> None:  # 
     # Along one axis: C order, that axis' loop running forward (or backward), each
     # element adding the previous one along the axis.
     a = op.axis
-    ctx.emit(f"{out} = np.empty({x}.shape, dtype={dt})")
+    ctx.emit(f"{out} = empty({x}.shape, {dt})")
     lines = []
     for depth in range(ndim):
         j, n = loop_vars[depth], sizes[depth]

@@ -47,7 +47,7 @@ def numba_funcify_Shape(op: Shape, node: Apply, ctx: CodeContext) -> None:  # no
     (x,) = ctx.inputs
     (out,) = ctx.outputs
     ndim = ctx.input_type(0).ndim
-    ctx.emit(f"{out} = np.empty(({ndim},), dtype=np.int64)")
+    ctx.emit(f"{out} = empty(({ndim},), np.int64)")
     for d in range(ndim):
         ctx.emit(f"{out}[{d}] = {x}.shape[{d}]")
 
@@ -57,7 +57,7 @@ def numba_funcify_ShapeI(op: ShapeI, node: Apply, ctx: CodeContext) -> None:  # 
     """Write the length of dimension ``op.i`` into a 0-d int64 array."""
     (x,) = ctx.inputs
     (out,) = ctx.outputs
-    ctx.emit(f"{out} = np.empty((), dtype=np.int64)")
+    ctx.emit(f"{out} = empty((), np.int64)")
     ctx.emit(f"{out}[()] = {x}.shape[{op.i}]")
 
 
@@ -66,7 +66,7 @@ def numba_funcify_MakeVector(op: MakeVector, node: Apply, ctx: CodeContext) -> N
     """Stack the scalar inputs (already of ``op.dtype``) into a vector."""
     _reject_float16(ctx)
     (out,) = ctx.outputs
-    ctx.emit(f"{out} = np.empty(({len(node.inputs)},), dtype={np_dtype(op.dtype)})")
+    ctx.emit(f"{out} = empty(({len(node.inputs)},), {np_dtype(op.dtype)})")
     for k in range(len(node.inputs)):
         ctx.emit(f"{out}[{k}] = {scalar_input(ctx, k)}")
 
@@ -119,7 +119,7 @@ def numba_funcify_Reshape(op: Reshape, node: Apply, ctx: CodeContext) -> None:  
             f"elif {rest_n} != {x}.size:\n"
             f"    raise ValueError({message!r})"
         )
-    ctx.emit(f"{out} = np.ascontiguousarray({x}).reshape({_tuple(dims)})")
+    ctx.emit(f"{out} = contiguous({x}).reshape({_tuple(dims)})")
 
 
 @numba_funcify.register(Alloc)
@@ -148,9 +148,9 @@ def numba_funcify_Alloc(op: Alloc, node: Apply, ctx: CodeContext) -> None:  # no
     dtype = np_dtype(out_t.dtype)
     fill = ctx.scalar_literal(0)
     if fill is not None:
-        ctx.emit(f"{out} = np.full({shape}, {fill}, dtype={dtype})")
+        ctx.emit(f"{out} = full({shape}, {fill}, {dtype})")
         return
-    ctx.emit(f"{out} = np.empty({shape}, dtype={dtype})")
+    ctx.emit(f"{out} = empty({shape}, {dtype})")
 
     def body(loop_vars: list[str]) -> list[str]:
         src = index_expr(x, x_t.broadcastable, loop_vars[offset:])
@@ -180,7 +180,7 @@ def numba_funcify_Join(op: Join, node: Apply, ctx: CodeContext) -> None:  # noqa
             _raise_if(ctx, f"{ctx.inputs[i]}.shape[{d}] != {first}.shape[{d}]", message)
     total = " + ".join(f"{x}.shape[{a}]" for x in ctx.inputs)
     shape = [total if d == a else f"{first}.shape[{d}]" for d in range(ndim)]
-    ctx.emit(f"{out} = np.empty({_tuple(shape)}, dtype={np_dtype(out_t.dtype)})")
+    ctx.emit(f"{out} = empty({_tuple(shape)}, {np_dtype(out_t.dtype)})")
     pos = ctx.fresh("off")
     ctx.emit(f"{pos} = 0")
     # Explicit copy loops: Numba compiles slice assignments slowly.
@@ -237,7 +237,7 @@ def numba_funcify_ARange(op: ARange, node: Apply, ctx: CodeContext) -> None:  # 
     ctx.emit(
         f"""
         {n} = max(math.ceil(np.float64({stop} - {start}) / np.float64({step})), 0)
-        {out} = np.empty(({n},), dtype={np_dtype(dtype)})
+        {out} = empty(({n},), {np_dtype(dtype)})
         if {n} > 0:
             {out}[0] = {cast_expr(start, dtype)}
         if {n} > 1:
@@ -263,7 +263,7 @@ def numba_funcify_Eye(op: Eye, node: Apply, ctx: CodeContext) -> None:  # noqa: 
         {k} = {scalar_input(ctx, 2)}
         if {n} < 0 or {m} < 0:
             raise ValueError('eye: n and m must be non-negative')
-        {out} = np.zeros(({n}, {m}), dtype={np_dtype(op.dtype)})
+        {out} = zeros(({n}, {m}), {np_dtype(op.dtype)})
         for {i} in range(max(0, -{k}), min({n}, {m} - {k})):
             {out}[{i}, {i} + {k}] = {literal(1, op.dtype)}
         """

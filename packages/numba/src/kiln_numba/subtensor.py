@@ -116,7 +116,7 @@ def _update_buffer(ctx: CodeContext, inplace: bool) -> str:
     if inplace:
         ctx.emit(f"{out} = {_rt(ctx, 'writable')}({x})")
     else:
-        ctx.emit(f"{out} = {x}.copy()")
+        ctx.emit(f"{out} = copy({x})")
     return out
 
 
@@ -336,7 +336,7 @@ def numba_funcify_Subtensor(op: Subtensor, node: Apply, ctx: CodeContext) -> Non
     elif ctx.output_type().ndim == 0:  # a scalar in Numba: return it as a new 0-d array
         ctx.emit(
             f"""
-            {out} = np.empty((), dtype={np_dtype(ctx.output_type().dtype)})
+            {out} = empty((), {np_dtype(ctx.output_type().dtype)})
             {out}[()] = {_at(x, items)}
             """
         )
@@ -373,7 +373,7 @@ def numba_funcify_AdvancedSubtensor(op: AdvancedSubtensor, node: Apply, ctx: Cod
     out = ctx.outputs[0]
     sizes, index = _region(ctx, op.idx_list, 1, str(op))
     dtype = np_dtype(ctx.output_type().dtype)
-    ctx.emit(f"{out} = np.empty({_tuple(sizes)}, dtype={dtype})")
+    ctx.emit(f"{out} = empty({_tuple(sizes)}, {dtype})")
 
     def body(loop_vars: list[str]) -> list[str]:
         lines, x_index = index(loop_vars)
