@@ -26,6 +26,7 @@ from kiln_graph import (
     graph_replace,
     toposort,
 )
+from kiln_graph.helpers import long_lived_objects
 from kiln_graph.tensor import as_tensor
 from kiln_rewrite import Query
 
@@ -342,6 +343,7 @@ def rewrite_cached(
     return list(rewrite_stage1(fgraph, query, None).outputs)
 
 
+@long_lived_objects()
 def function(
     inputs: Sequence[Variable],
     outputs: Variable | Sequence[Variable],

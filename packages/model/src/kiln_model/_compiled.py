@@ -34,6 +34,7 @@ from kiln_graph import (
     graph_replace,
 )
 from kiln_graph import tensor as kt
+from kiln_graph.helpers import long_lived_objects
 from kiln_model._errors import ModelError
 from kiln_model._logprob import LogpGraph, Substitution, build_logp, nan_is_outside
 from kiln_model._package import (
@@ -162,6 +163,7 @@ class CompiledModel:
         error (NUTS alone cannot sample it).
     """
 
+    @long_lived_objects()
     def __init__(
         self,
         model: Model,

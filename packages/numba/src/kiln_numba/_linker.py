@@ -49,6 +49,7 @@ from kiln_compile import (
     new_temporary,
 )
 from kiln_graph import KilnTypeError
+from kiln_graph.helpers import long_lived_objects
 from kiln_numba import _codegen, _shared_library
 from kiln_numba._codegen import FUNCTION_NAME, Generated
 from kiln_numba._errors import KilnRuntimeError
@@ -396,6 +397,7 @@ class NumbaThunk:
         self._first = False  # a first call that raised is a first call again
         return result
 
+    @long_lived_objects()  # generates, imports and compiles the function (unless loaded)
     def _first_call(self, values: Sequence[Any]) -> list[Any]:
         """Call once, recording whether Numba compiled, loaded from disk or had it."""
         fn = self._callable(values)

@@ -480,10 +480,13 @@ def _late_cache_class() -> type:
 
         def compile(self, sig: Any) -> Any:
             """Attach the cache (once), then compile ``sig`` or load it from the cache."""
+            from kiln_graph.helpers import long_lived_objects
+
             attach, self._kiln_attach = self._kiln_attach, None
             if attach is not None:
                 attach(self)
-            return super().compile(sig)
+            with long_lived_objects():
+                return super().compile(sig)
 
     return LateCacheDispatcher
 

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from kiln_graph import KilnTypeError, TensorType
+from kiln_graph.helpers import long_lived_objects
 from kiln_numba import _linker, _shared_library
 from kiln_numba import _native_source as native_source
 from kiln_numba import _numba_internals as _internals
@@ -436,6 +437,7 @@ def _abi(function: Any, kind: str) -> tuple[str, str] | None:
     return abi_source(kind, int(shape[0]))
 
 
+@long_lived_objects()  # writes, imports and compiles the wrapper
 def _native_fn(
     function: Any,
     gen: Generated,

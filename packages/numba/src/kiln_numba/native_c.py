@@ -54,6 +54,7 @@ import numpy as np
 
 from kiln_compile import NativeModel, NativeUnavailable
 from kiln_graph import KilnTypeError
+from kiln_graph.helpers import long_lived_objects
 from kiln_numba import _linker
 from kiln_numba._codegen import Generated
 from kiln_numba._native_abi import CODES as CODES
@@ -285,6 +286,7 @@ _OBJECT_MODE = (
 )
 
 
+@long_lived_objects()  # compiles the model's code and the C functions over it
 def native_c_pointers(logp_function: Any, expand_function: Any = None) -> NativeCPointers:
     """Return a model's ``logp`` (and ``expand``) as C callbacks (see the module docstring).
 
