@@ -119,3 +119,25 @@ def test_log_likelihood_on_request():
     np.testing.assert_allclose(ll.values[1, 7], stats.norm(mu, sigma).logpdf(Y), rtol=1e-10)
     with pytest.raises(KilnTypeError, match="idata_kwargs"):
         _sample(idata_kwargs={"nope": True})
+
+
+def test_sampling_collects_the_oldest_generation_rarely_and_restores_after():
+    import gc
+
+    seen: list[int] = []
+
+    def record(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append(gc.get_threshold()[2])
+
+    saved = gc.get_threshold()
+    gc.set_threshold(50, 10, 10)  # collect often, so that the run sees collections
+    gc.callbacks.append(record)
+    try:
+        _sample(random_seed=1, backend="numba")
+        after = gc.get_threshold()
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(*saved)
+    assert len(seen) >= 10 and seen.count(100) >= 0.9 * len(seen)
+    assert after == (50, 10, 10)

@@ -21,6 +21,7 @@ from kiln._engine_steps import needs_steps, run_steps
 from kiln._engines import EngineResult, EngineRun, get_engine
 from kiln_compile import FAST_RUN, DiskCache, Mode, available_linkers, get_mode
 from kiln_graph import Constant, KilnTypeError, KilnValueError, SharedVariable
+from kiln_graph.helpers import long_lived_objects
 from kiln_model import Model, modelcontext
 
 # kiln's compiled NUTS kernel is an entry of kiln's disk cache (config.cache_dir,
@@ -68,6 +69,8 @@ def _data_groups(model: Model) -> tuple[dict[str, Any], dict[str, Any]]:
     return observed, constant
 
 
+# What it makes (compiled functions, the trace, the DataTree) outlives it.
+@long_lived_objects()
 def sample(
     draws: int = 1000,
     tune: int = 1000,
