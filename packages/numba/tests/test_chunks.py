@@ -75,11 +75,16 @@ def test_a_long_body_becomes_calls_of_bounded_functions(monkeypatch):
     namespace = f.thunk.jit_fn.py_func.__globals__
     options = _numba_internals.callee_options()
     assert len(_chunks_named(namespace)) == len(chunks)
+    link_only = _numba_internals._link_only_library_class()
     for name in _chunks_named(namespace):
         dispatcher = namespace[name]
         assert dispatcher.overloads, name
-        for option, value in options.items():
-            assert dispatcher.targetoptions[option] is value
+        for option in ("no_cpython_wrapper", "no_cfunc_wrapper"):
+            assert dispatcher.targetoptions[option] is options[option]
+        # Their code is optimized and made machine code once, inside kiln_fn's.
+        for result in dispatcher.overloads.values():
+            assert isinstance(result.library, link_only)
+            assert result.library.get_pointer_to_function(result.fndesc.mangled_name) == 0
 
 
 @pytest.mark.usefixtures("cache_dir")

@@ -10,9 +10,10 @@ of about :data:`CHUNK_LINES` lines; each chunk becomes a module function whose
 parameters are the values it reads from earlier chunks and whose results are the
 values later ones read, and the body calls them in order.
 
-Splitting has a price: Numba optimizes each chunk and emits its machine code, then
-does both again for the whole function the chunks are linked into. A body is split
-only where that costs less than the superlinear growth of one function.
+Splitting has a price: each chunk is typed and lowered on its own, and LLVM optimizes
+and emits the chunks' code inside the function they are linked into (a chunk's own
+library does neither: :func:`kiln_numba._numba_internals.callee_options`). A body is
+split only where that costs less than the superlinear growth of one function.
 """
 
 from __future__ import annotations

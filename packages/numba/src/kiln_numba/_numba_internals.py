@@ -128,6 +128,11 @@ _NAMES = {
     "numba.core.serialize": ("dumps",),
     "numba.experimental.function_type": ("_get_jit_address",),
     "numba.np.arrayobj": ("make_array", "populate_array"),
+    "numba.core.codegen": ("JITCodeLibrary",),
+    "numba.core.compiler_lock": ("require_global_compiler_lock",),
+    "numba.core.compiler": ("CompilerBase", "DefaultPassBuilder"),
+    "numba.core.compiler_machinery": ("PassManager", "register_pass"),
+    "numba.core.typed_passes": ("NativeLowering",),
 }  # fmt: skip
 
 
@@ -156,14 +161,17 @@ def usable() -> bool:
 # --- functions called only from compiled code -------------------------------------------
 
 
-def callee_options() -> dict[str, bool]:
+def callee_options() -> dict[str, Any]:
     """Return the ``numba.njit`` options of a function called only from compiled code.
 
     Numba compiles a CPython wrapper (unboxing every argument) and a C-callback wrapper
     with each function, and optimizes and emits both, although a function only another
     njit function calls never runs them: for generated helpers of many array parameters
-    they are a fifth of the compile. Without checked internals: no options (the wrappers
-    are compiled, nothing else changes).
+    they are a fifth of the compile. And it optimizes the function's module and makes
+    machine code of it, then does both again inside every caller its code is linked
+    into; the pipeline of :func:`_link_only_compiler` gives it a library that does
+    neither (the caller optimizes and emits the linked code once). Without checked
+    internals: no options (the wrappers are compiled, nothing else changes).
     """
     if not usable():
         return {}
@@ -172,7 +180,110 @@ def callee_options() -> dict[str, bool]:
     names = ("no_cpython_wrapper", "no_cfunc_wrapper")
     if not all(hasattr(DefaultOptions, n) for n in names):
         return {}
-    return {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+    return {
+        "no_cpython_wrapper": True,
+        "no_cfunc_wrapper": True,
+        "pipeline_class": _link_only_compiler(),
+    }
+
+
+@functools.cache
+def _link_only_library_class() -> type:
+    from numba.core.codegen import JITCodeLibrary
+    from numba.core.compiler_lock import require_global_compiler_lock
+
+    class LinkOnlyLibrary(JITCodeLibrary):  # type: ignore[misc, valid-type]
+        """The code of a function that only other compiled functions call.
+
+        Finalizing it links in what it calls and stops there: no module optimization,
+        no machine code. A caller links its code in (``_get_module_for_linking``) and
+        optimizes and emits it with its own, once. It has no entry point of its own;
+        its Environment pointers (``common`` globals that Numba fills after compiling)
+        are defined in a module of their own in the JIT, where the callers' copies of
+        the code find them as they find a compiled callee's.
+        """
+
+        def finalize(self) -> None:
+            require_global_compiler_lock()
+            self._raise_if_finalized()
+            seen: set[Any] = set()
+            for library in self._linking_libraries:
+                if library not in seen:
+                    self._reload_init.update(library._reload_init)
+                    seen.add(library)
+                    self._final_module.link_in(library._get_module_for_linking(), preserve=True)
+            self._final_module.verify()
+            self._finalize_dynamic_globals()
+            self._verify_declare_only_symbols()
+            self._define_environments()
+            self._finalized = True
+
+        def _define_environments(self) -> None:
+            from llvmlite import binding, ir
+
+            engine = self._codegen._engine
+            names = [
+                gv.name
+                for gv in self._final_module.global_variables
+                if gv.name.startswith("_ZN08NumbaEnv")
+                and not gv.is_declaration
+                and not engine.get_global_value_address(gv.name)
+            ]
+            if not names:
+                return
+            module = self._codegen._create_empty_module(f"{self.name}.environments")
+            pointer = ir.IntType(8).as_pointer()
+            for name in names:
+                gv = ir.GlobalVariable(module, pointer, name=name)
+                gv.linkage = "common"
+                gv.initializer = ir.Constant(pointer, None)
+            compiled = binding.parse_assembly(str(module))
+            self._codegen._add_module(compiled)
+            engine.finalize_object()
+
+        def get_pointer_to_function(self, name: str) -> int:
+            self._ensure_finalized()
+            return 0  # no machine code: only callers' libraries hold it
+
+        def serialize_using_object_code(self) -> Any:
+            raise RuntimeError(f"{self.name}: code only callers link in is not cached alone")
+
+    return LinkOnlyLibrary
+
+
+@functools.cache
+def _link_only_compiler() -> type:
+    """Return a Numba compiler class whose functions get a :func:`_link_only_library_class`."""
+    from numba.core.compiler import CompilerBase, DefaultPassBuilder
+    from numba.core.compiler_machinery import PassManager, register_pass
+    from numba.core.typed_passes import NativeLowering
+
+    library_class = _link_only_library_class()
+
+    @register_pass(mutates_CFG=True, analysis_only=False)
+    class LinkOnlyLowering(NativeLowering):  # type: ignore[misc, valid-type]
+        _name = "kiln_link_only_lowering"
+
+        def run_pass(self, state: Any) -> bool:
+            if state.library is None:
+                codegen = state.targetctx.codegen()
+                state.library = library_class(codegen, state.func_id.func_qualname)
+            return bool(super().run_pass(state))
+
+    class LinkOnlyCompiler(CompilerBase):  # type: ignore[misc, valid-type]
+        """Numba's nopython pipeline, lowering into a link-only library."""
+
+        def define_pipelines(self) -> list[Any]:
+            default = DefaultPassBuilder.define_nopython_pipeline(self.state)
+            pm = PassManager("kiln_link_only")
+            for pass_class, description in default.passes:
+                if pass_class is NativeLowering:
+                    pass_class = LinkOnlyLowering
+                pm.add_pass(pass_class, description)
+            pm.finalize()
+            return [pm]
+
+    return LinkOnlyCompiler
 
 
 # --- the checked per-function cache ---------------------------------------------------------
