@@ -63,15 +63,9 @@ def _allocate(context: Any, builder: Any, array_type: Any, shape_type: Any, shap
 
     Returns the array's structure, its size in bytes and its number of elements.
     """
-    cgutils, make_array, populate_array = allocation_helpers()
+    cgutils, _, _ = allocation_helpers()
     intp = context.get_value_type(types.intp)
-    if isinstance(shape_type, types.Integer):
-        sizes = [context.cast(builder, shape, shape_type, types.intp)]
-    else:
-        sizes = [
-            context.cast(builder, builder.extract_value(shape, i), t, types.intp)
-            for i, t in enumerate(_members(shape_type))
-        ]
+    sizes = _sizes(context, builder, shape_type, shape)
     zero = ir.Constant(intp, 0)
     negative = ir.Constant(ir.IntType(1), 0)
     for size in sizes:
@@ -105,6 +99,27 @@ def _allocate(context: Any, builder: Any, array_type: Any, shape_type: Any, shap
         context.call_conv.return_user_exc(
             builder, MemoryError, ("Allocation failed (probably too large).",)
         )
+    data = context.nrt.meminfo_data(builder, meminfo)
+    return _c_array(context, builder, array_type, data, sizes, meminfo), nbytes, elements
+
+
+def _sizes(context: Any, builder: Any, shape_type: Any, shape: Any) -> list[Any]:
+    """Return the dimensions of ``shape`` (an integer or a tuple of them) as ``intp`` values."""
+    if isinstance(shape_type, types.Integer):
+        return [context.cast(builder, shape, shape_type, types.intp)]
+    return [
+        context.cast(builder, builder.extract_value(shape, i), t, types.intp)
+        for i, t in enumerate(_members(shape_type))
+    ]
+
+
+def _c_array(
+    context: Any, builder: Any, array_type: Any, data: Any, sizes: list[Any], meminfo: Any
+) -> Any:
+    """Return the structure of a C-contiguous ``array_type`` over ``data`` of ``sizes``."""
+    _, make_array, populate_array = allocation_helpers()
+    intp = context.get_value_type(types.intp)
+    itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
     strides = [ir.Constant(intp, itemsize)] if sizes else []
     for size in reversed(sizes[1:]):
         strides.append(builder.mul(strides[-1], size))
@@ -113,43 +128,40 @@ def _allocate(context: Any, builder: Any, array_type: Any, shape_type: Any, shap
     data_type = context.get_data_type(array_type.dtype).as_pointer()
     populate_array(
         array,
-        data=builder.bitcast(context.nrt.meminfo_data(builder, meminfo), data_type),
+        data=builder.bitcast(data, data_type),
         shape=sizes,
         strides=strides,
         itemsize=ir.Constant(intp, itemsize),
         meminfo=meminfo,
     )
-    return array, nbytes, elements
+    return array
 
 
-def _empty(typingctx: Any, shape: Any, dtype: Any) -> Any:
-    """``np.empty(shape, dtype)``: an uninitialized C-contiguous array."""
-    parsed = _shape_and_dtype(shape, dtype)
-    if parsed is None:
-        return None
-    array_type = types.Array(parsed[1], parsed[0], "C")
+def _new_array(zeroed: bool) -> Any:
+    """Return the typing function of ``np.zeros`` (``zeroed``) or ``np.empty``."""
 
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        array, _, _ = _allocate(context, builder, array_type, shape, args[0])
-        return array._getvalue()
+    def typer(typingctx: Any, shape: Any, dtype: Any) -> Any:
+        parsed = _shape_and_dtype(shape, dtype)
+        if parsed is None:
+            return None
+        array_type = types.Array(parsed[1], parsed[0], "C")
 
-    return array_type(shape, dtype), codegen
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            array, nbytes, _ = _allocate(context, builder, array_type, shape, args[0])
+            if zeroed:
+                cgutils, _, _ = allocation_helpers()
+                cgutils.memset(builder, array.data, nbytes, 0)
+            return array._getvalue()
+
+        return array_type(shape, dtype), codegen
+
+    typer.__name__ = typer.__qualname__ = "zeros" if zeroed else "empty"
+    typer.__doc__ = f"``np.{typer.__name__}(shape, dtype)``: a new C-contiguous array."
+    return typer
 
 
-def _zeros(typingctx: Any, shape: Any, dtype: Any) -> Any:
-    """``np.zeros(shape, dtype)``: a C-contiguous array of zeros."""
-    parsed = _shape_and_dtype(shape, dtype)
-    if parsed is None:
-        return None
-    array_type = types.Array(parsed[1], parsed[0], "C")
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        cgutils, _, _ = allocation_helpers()
-        array, nbytes, _ = _allocate(context, builder, array_type, shape, args[0])
-        cgutils.memset(builder, array.data, nbytes, 0)
-        return array._getvalue()
-
-    return array_type(shape, dtype), codegen
+_empty = _new_array(zeroed=False)
+_zeros = _new_array(zeroed=True)
 
 
 def _full(typingctx: Any, shape: Any, fill_value: Any, dtype: Any) -> Any:
@@ -240,31 +252,9 @@ def _array_at(typingctx: Any, address: Any, shape: Any, dtype: Any) -> Any:
     array_type = types.Array(parsed[1], parsed[0], "C")
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        _, make_array, populate_array = allocation_helpers()
-        intp = context.get_value_type(types.intp)
-        if isinstance(shape, types.Integer):
-            sizes = [context.cast(builder, args[1], shape, types.intp)]
-        else:
-            sizes = [
-                context.cast(builder, builder.extract_value(args[1], i), t, types.intp)
-                for i, t in enumerate(_members(shape))
-            ]
-        itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
-        strides = [ir.Constant(intp, itemsize)] if sizes else []
-        for size in reversed(sizes[1:]):
-            strides.append(builder.mul(strides[-1], size))
-        strides.reverse()
-        array = make_array(array_type)(context, builder)
-        data_type = context.get_data_type(array_type.dtype).as_pointer()
-        populate_array(
-            array,
-            data=builder.inttoptr(args[0], data_type),
-            shape=sizes,
-            strides=strides,
-            itemsize=ir.Constant(intp, itemsize),
-            meminfo=None,
-        )
-        return array._getvalue()
+        sizes = _sizes(context, builder, shape, args[1])
+        data = builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+        return _c_array(context, builder, array_type, data, sizes, None)._getvalue()
 
     return array_type(address, shape, dtype), codegen
 
