@@ -27,7 +27,10 @@ compiles kiln's generated code; what makes it fast to load does not exist there:
   ``make_array`` and ``populate_array``);
 - two options of ``numba.njit`` that its documentation does not list
   (:func:`callee_options`: ``no_cpython_wrapper``, ``no_cfunc_wrapper`` of
-  ``numba.core.options.DefaultOptions``).
+  ``numba.core.options.DefaultOptions``), and for the same functions a compiler
+  pipeline (``numba.core.compiler.CompilerBase``, ``DefaultPassBuilder``,
+  ``numba.core.compiler_machinery``, ``numba.core.typed_passes.NativeLowering``)
+  lowering into a link-only subclass of ``numba.core.codegen.JITCodeLibrary``.
 
 Each was read on the Numba versions of :data:`CHECKED` (``pyproject.toml`` bounds Numba
 the same way). With another version, or when a name is missing, :func:`usable` is false
