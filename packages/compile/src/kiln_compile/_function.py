@@ -343,7 +343,6 @@ def rewrite_cached(
     return list(rewrite_stage1(fgraph, query, None).outputs)
 
 
-@long_lived_objects()
 def function(
     inputs: Sequence[Variable],
     outputs: Variable | Sequence[Variable],
@@ -390,42 +389,47 @@ def function(
     >>> f([0.0, 1.0])  # doctest: +SKIP
     array(3.71828183)
     """
-    if isinstance(inputs, Variable):
-        raise KilnTypeError("inputs: expected a list of variables, got a single variable")
-    # Anything but a list or tuple is one output (prepare() converts non-variables).
-    single = not isinstance(outputs, list | tuple)
-    outs: list[Any] = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
-    the_mode = get_mode(mode)
-    prof = Profile(mode=_describe(the_mode)) if (profile or config.profile) else None
-    t0 = time.perf_counter()
-    fgraph = prepare(list(inputs), outs, updates, givens, no_default_updates)
-    t1 = time.perf_counter()
-    prepared = fgraph
-    linker_name = linker_name_of(the_mode, warn=config.warn_fallback)
-    linker = get_linker(linker_name)
-    # Loading the backend (importing its package, once per process) is Stage-2 time.
-    load_linker = time.perf_counter() - t1
-    query = backend_query(the_mode.rewrites, linker) if the_mode.rewrites is not None else None
-    key = (prepared.digest, linker_name, query.key() if query is not None else None)
-    found = _memo.lookup(key, prepared) if config.memo else None
-    if found is not None:
-        fgraph, thunk = found
-        t2 = t3 = time.perf_counter()
+    with long_lived_objects():
+        if isinstance(inputs, Variable):
+            raise KilnTypeError("inputs: expected a list of variables, got a single variable")
+        # Anything but a list or tuple is one output (prepare() converts non-variables).
+        single = not isinstance(outputs, list | tuple)
+        outs: list[Any] = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
+        the_mode = get_mode(mode)
+        prof = Profile(mode=_describe(the_mode)) if (profile or config.profile) else None
+        t0 = time.perf_counter()
+        fgraph = prepare(list(inputs), outs, updates, givens, no_default_updates)
+        t1 = time.perf_counter()
+        prepared = fgraph
+        linker_name = linker_name_of(the_mode, warn=config.warn_fallback)
+        linker = get_linker(linker_name)
+        # Loading the backend (importing its package, once per process) is Stage-2 time.
+        load_linker = time.perf_counter() - t1
+        query = backend_query(the_mode.rewrites, linker) if the_mode.rewrites is not None else None
+        key = (prepared.digest, linker_name, query.key() if query is not None else None)
+        found = _memo.lookup(key, prepared) if config.memo else None
+        if found is not None:
+            fgraph, thunk = found
+            t2 = t3 = time.perf_counter()
+            if prof is not None:
+                prof.cache = "memo"
+                prof.stage2 = {"cache": "memo"}
+        else:
+            if query is not None:
+                fgraph = rewrite_stage1(fgraph, query, prof)
+            t2 = time.perf_counter()
+            thunk = linker.link(fgraph, prof)
+            t3 = time.perf_counter()
+            if config.memo:
+                _memo.store(key, fgraph, thunk)
         if prof is not None:
-            prof.cache = "memo"
-            prof.stage2 = {"cache": "memo"}
-    else:
-        if query is not None:
-            fgraph = rewrite_stage1(fgraph, query, prof)
-        t2 = time.perf_counter()
-        thunk = linker.link(fgraph, prof)
-        t3 = time.perf_counter()
-        if config.memo:
-            _memo.store(key, fgraph, thunk)
-    if prof is not None:
-        prof.compile_times.update(
-            {"prepare": t1 - t0, "rewrite": t2 - t1 - load_linker, "link": t3 - t2 + load_linker}
-        )
-        prof.nodes.update({"prepared": len(prepared.nodes), "rewritten": len(fgraph.nodes)})
-        prof.linker = linker_name
-    return Function(fgraph, thunk, the_mode, linker_name, single, trust_input, prof)
+            prof.compile_times.update(
+                {
+                    "prepare": t1 - t0,
+                    "rewrite": t2 - t1 - load_linker,
+                    "link": t3 - t2 + load_linker,
+                }
+            )
+            prof.nodes.update({"prepared": len(prepared.nodes), "rewritten": len(fgraph.nodes)})
+            prof.linker = linker_name
+        return Function(fgraph, thunk, the_mode, linker_name, single, trust_input, prof)

@@ -69,8 +69,6 @@ def _data_groups(model: Model) -> tuple[dict[str, Any], dict[str, Any]]:
     return observed, constant
 
 
-# What it makes (compiled functions, the trace, the DataTree) outlives it.
-@long_lived_objects()
 def sample(
     draws: int = 1000,
     tune: int = 1000,
@@ -198,27 +196,30 @@ def sample(
         options=options,
         executor=executor,
     )
-    try:
-        result = explain_initial_point(engine, m)(run)
-    except ChainsFailedError as error:
-        if error.result is not None:  # the chains that finished, as the usual DataTree
-            error.idata = _to_datatree(m, error.result, nuts_sampler, idata_options)
-        raise
-    check = None
-    if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
-        # Read from the arrays (not the DataTree), in another thread while this one
-        # builds the DataTree; only what the screen picks is computed on every draw (the
-        # warnings are the exact check's). The free variables, as PyMC checks (a
-        # deterministic is a function of them).
-        check = kiln_samplers.start_check_diagnostics(
-            result.trace,
-            result.max_treedepth,
-            exact_extremes=False,
-            var_names=[v.name for v in m.free_variables if v.name in result.trace.posterior],
-        )
-    idata = _to_datatree(m, result, nuts_sampler, idata_options)
-    if check is not None:
-        check()
+    # What it makes (compiled functions, the trace, the DataTree) outlives it. A with
+    # block, not a decorator: warnings name the caller's line through a fixed stack depth.
+    with long_lived_objects():
+        try:
+            result = explain_initial_point(engine, m)(run)
+        except ChainsFailedError as error:
+            if error.result is not None:  # the chains that finished, as the usual DataTree
+                error.idata = _to_datatree(m, error.result, nuts_sampler, idata_options)
+            raise
+        check = None
+        if not result.trace.interrupted:  # an interrupted run's one warning says it is partial
+            # Read from the arrays (not the DataTree), in another thread while this one
+            # builds the DataTree; only what the screen picks is computed on every draw
+            # (the warnings are the exact check's). The free variables, as PyMC checks (a
+            # deterministic is a function of them).
+            check = kiln_samplers.start_check_diagnostics(
+                result.trace,
+                result.max_treedepth,
+                exact_extremes=False,
+                var_names=[v.name for v in m.free_variables if v.name in result.trace.posterior],
+            )
+        idata = _to_datatree(m, result, nuts_sampler, idata_options)
+        if check is not None:
+            check()
     return idata
 
 

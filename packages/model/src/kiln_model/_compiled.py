@@ -163,7 +163,6 @@ class CompiledModel:
         error (NUTS alone cannot sample it).
     """
 
-    @long_lived_objects()
     def __init__(
         self,
         model: Model,
@@ -172,86 +171,89 @@ class CompiledModel:
         jitter: bool = True,
         discrete: bool = False,
     ) -> None:
-        free = model.free_variables
-        if not free:
-            raise ModelError("the model has no free variables: there is nothing to sample")
-        for info in free:
-            if info.value.dtype not in ("float64", "float32") and not discrete:
-                raise KilnTypeError(
-                    f"{info.name} is discrete ({info.rv.dtype}): gradient-based samplers need "
-                    "continuous free variables; sample it with a gradient-free step "
-                    "(kl.sample(nuts_sampler='kiln') assigns one), or marginalize it out"
-                )
-        self.model = model
-        self.jitter = jitter
-        start = initial_point(model)
-        self.layout: list[Block] = []
-        offset = 0
-        for info in free:
-            shape = tuple(int(n) for n in start[str(info.value.name)].shape)
-            size = int(np.prod(shape))
-            sl = slice(offset, offset + size)
-            dtype = str(info.value.dtype)
-            if np.dtype(dtype).kind in "iub":
-                support = str(getattr(info.distribution, "support", "integer"))
-                low, high = _DISCRETE_BOUNDS.get(support, (-np.inf, np.inf))
-                block = Block(str(info.value.name), shape, sl, dtype, support, low, high)
-                self.layout.append(block)
-            else:
-                self.layout.append(Block(str(info.value.name), shape, sl))
-            offset += size
-        self.ndim = offset
-        self.discrete_mask = np.zeros(self.ndim, dtype=bool)
-        for b in self.layout:
-            self.discrete_mask[b.slice] = b.discrete
-        graph = build_logp(model)
-        self.graph = graph
-        x = kt.vector("x", shape=(self.ndim,))
-        self._x = x
-        pieces: dict[Variable, Variable] = {}
-        #: The float blocks: a variable whose constrained value is its value variable
-        #: (no transform) is a view of the draws in :meth:`expand_draws`.
-        self._float_blocks: dict[Variable, Block] = {}
-        for info, b in zip(free, self.layout, strict=True):
-            piece = kt.reshape(x[b.slice], b.shape) if b.shape else x[b.slice.start]
-            if b.discrete:  # integers stored as float64: round back to the value's dtype
-                piece = kt.cast(kt.floor(piece + 0.5), b.dtype)
-            else:
-                self._float_blocks[info.value] = b
-            pieces[info.value] = piece
-        pieces.update(self._group_pieces(graph))
-        self._mode = mode
-        self._pieces = pieces
-        total: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
-        # Sums the user wrote over many scalars become vector sums, before the gradient.
-        (total,) = vectorize_sums([total])
-        # With discrete blocks the log-density may not depend on x through a float path.
-        ignore: Literal["ignore", "raise"] = "ignore" if self.discrete_mask.any() else "raise"
-        # The gradient of the stabilized log-density: as finite as the value (an exp that
-        # overflows where the value has log(exp(z)) -> z gives no NaN), on every backend.
-        stable, dlogp = stable_grad(total, x, disconnected_inputs=ignore, rewriter=rewrite_cached)
-        self._logp_graph = nan_is_outside(stable)
-        self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
-        self._logp: Function | None = None
-        self._expand: Function | None = None
-        self._native: dict[bool, NativeModel] = {}
-        self._expand_draws: Function | Literal[False, "views"] | None = None
-        #: Where each ``out_names`` entry is in ``_expand_draws``'s outputs: (output, item).
-        self._expand_items: list[tuple[int, int | None]] = []
-        #: Why :meth:`expand_draws` evaluates draw by draw (None: it is batched).
-        self.expand_draws_problem: str | None = None
-        self._observed_logp: tuple[list[str], Function] | None = None
-        names = [*graph.constrained, *graph.deterministics]
-        self.out_names = names
-        self.dims = {n: model.named_dims.get(n) for n in names}
-        self.coords = dict(model.coords)
-        self._start = np.concatenate(
-            [np.ravel(start[b.name]).astype("float64") for b in self.layout]
-        )
-        if any(b.support == "categorical" for b in self.layout):
-            self._set_categories(free, pieces)
-        if any(hasattr(i.distribution, "discrete_bounds") for i in free):
-            self._set_declared_bounds(free)
+        with long_lived_objects():
+            free = model.free_variables
+            if not free:
+                raise ModelError("the model has no free variables: there is nothing to sample")
+            for info in free:
+                if info.value.dtype not in ("float64", "float32") and not discrete:
+                    raise KilnTypeError(
+                        f"{info.name} is discrete ({info.rv.dtype}): gradient-based samplers need "
+                        "continuous free variables; sample it with a gradient-free step "
+                        "(kl.sample(nuts_sampler='kiln') assigns one), or marginalize it out"
+                    )
+            self.model = model
+            self.jitter = jitter
+            start = initial_point(model)
+            self.layout: list[Block] = []
+            offset = 0
+            for info in free:
+                shape = tuple(int(n) for n in start[str(info.value.name)].shape)
+                size = int(np.prod(shape))
+                sl = slice(offset, offset + size)
+                dtype = str(info.value.dtype)
+                if np.dtype(dtype).kind in "iub":
+                    support = str(getattr(info.distribution, "support", "integer"))
+                    low, high = _DISCRETE_BOUNDS.get(support, (-np.inf, np.inf))
+                    block = Block(str(info.value.name), shape, sl, dtype, support, low, high)
+                    self.layout.append(block)
+                else:
+                    self.layout.append(Block(str(info.value.name), shape, sl))
+                offset += size
+            self.ndim = offset
+            self.discrete_mask = np.zeros(self.ndim, dtype=bool)
+            for b in self.layout:
+                self.discrete_mask[b.slice] = b.discrete
+            graph = build_logp(model)
+            self.graph = graph
+            x = kt.vector("x", shape=(self.ndim,))
+            self._x = x
+            pieces: dict[Variable, Variable] = {}
+            #: The float blocks: a variable whose constrained value is its value variable
+            #: (no transform) is a view of the draws in :meth:`expand_draws`.
+            self._float_blocks: dict[Variable, Block] = {}
+            for info, b in zip(free, self.layout, strict=True):
+                piece = kt.reshape(x[b.slice], b.shape) if b.shape else x[b.slice.start]
+                if b.discrete:  # integers stored as float64: round back to the value's dtype
+                    piece = kt.cast(kt.floor(piece + 0.5), b.dtype)
+                else:
+                    self._float_blocks[info.value] = b
+                pieces[info.value] = piece
+            pieces.update(self._group_pieces(graph))
+            self._mode = mode
+            self._pieces = pieces
+            total: Variable = graph_replace(graph.total(jacobian), pieces, strict=False)  # type: ignore[assignment]
+            # Sums the user wrote over many scalars become vector sums, before the gradient.
+            (total,) = vectorize_sums([total])
+            # With discrete blocks the log-density may not depend on x through a float path.
+            ignore: Literal["ignore", "raise"] = "ignore" if self.discrete_mask.any() else "raise"
+            # The gradient of the stabilized log-density: as finite as the value (an exp that
+            # overflows where the value has log(exp(z)) -> z gives no NaN), on every backend.
+            stable, dlogp = stable_grad(
+                total, x, disconnected_inputs=ignore, rewriter=rewrite_cached
+            )
+            self._logp_graph = nan_is_outside(stable)
+            self.function = function([x], [self._logp_graph, dlogp], mode=mode, trust_input=True)
+            self._logp: Function | None = None
+            self._expand: Function | None = None
+            self._native: dict[bool, NativeModel] = {}
+            self._expand_draws: Function | Literal[False, "views"] | None = None
+            #: Where each ``out_names`` entry is in ``_expand_draws``'s outputs: (output, item).
+            self._expand_items: list[tuple[int, int | None]] = []
+            #: Why :meth:`expand_draws` evaluates draw by draw (None: it is batched).
+            self.expand_draws_problem: str | None = None
+            self._observed_logp: tuple[list[str], Function] | None = None
+            names = [*graph.constrained, *graph.deterministics]
+            self.out_names = names
+            self.dims = {n: model.named_dims.get(n) for n in names}
+            self.coords = dict(model.coords)
+            self._start = np.concatenate(
+                [np.ravel(start[b.name]).astype("float64") for b in self.layout]
+            )
+            if any(b.support == "categorical" for b in self.layout):
+                self._set_categories(free, pieces)
+            if any(hasattr(i.distribution, "discrete_bounds") for i in free):
+                self._set_declared_bounds(free)
 
     def _group_pieces(self, graph: LogpGraph) -> dict[Variable, Variable]:
         """Return each free group's stacked values as one slice (or gather) of ``x``.

@@ -397,48 +397,48 @@ class NumbaThunk:
         self._first = False  # a first call that raised is a first call again
         return result
 
-    @long_lived_objects()  # generates, imports and compiles the function (unless loaded)
     def _first_call(self, values: Sequence[Any]) -> list[Any]:
         """Call once, recording whether Numba compiled, loaded from disk or had it."""
-        fn = self._callable(values)
-        if self._shared is not None and fn is self._shared.fn:
-            result = self._timed_call(fn, values)
-            self.stage2["compiled"] = False
-            self.direct = self._shared.bind(self.constants)
-            return result
-        jit_fn = fn
-        hits, misses, _ = _counts(jit_fn)
-        result = self._timed_call(jit_fn, values)
-        new_hits, new_misses, _ = _counts(jit_fn)
-        compiled = new_misses > misses
-        self.stage2["compiled"] = compiled
-        if "cache" not in self.stage2 or self.stage2.get("loader") == "shared library":
-            self.stage2.pop("loader", None)
-            if new_hits > hits:
-                self.stage2["cache"] = "hit"
-            elif compiled:
-                self.stage2["cache"] = "miss"
-            else:
-                self.stage2["cache"] = "memory"
-        from kiln_numba._cache import cache_file_stats  # Numba is imported by now
+        with long_lived_objects():  # generates, imports and compiles the function (unless loaded)
+            fn = self._callable(values)
+            if self._shared is not None and fn is self._shared.fn:
+                result = self._timed_call(fn, values)
+                self.stage2["compiled"] = False
+                self.direct = self._shared.bind(self.constants)
+                return result
+            jit_fn = fn
+            hits, misses, _ = _counts(jit_fn)
+            result = self._timed_call(jit_fn, values)
+            new_hits, new_misses, _ = _counts(jit_fn)
+            compiled = new_misses > misses
+            self.stage2["compiled"] = compiled
+            if "cache" not in self.stage2 or self.stage2.get("loader") == "shared library":
+                self.stage2.pop("loader", None)
+                if new_hits > hits:
+                    self.stage2["cache"] = "hit"
+                elif compiled:
+                    self.stage2["cache"] = "miss"
+                else:
+                    self.stage2["cache"] = "memory"
+            from kiln_numba._cache import cache_file_stats  # Numba is imported by now
 
-        stats = cache_file_stats(jit_fn)
-        if stats is not None:
-            if stats.damaged:
-                self.stage2["note"] = f"rebuilt {len(stats.damaged)} damaged cache file(s)"
-            if stats.write_errors and self.stage2["cache"] == "miss":
-                self.stage2["cache"] = "unwritable"
-        key = self.stage2.get("key")
-        outcome = self.stage2["cache"]
-        if key is not None and (
-            outcome == "miss"
-            or (
-                outcome == "hit"
-                and _shared_library.supported()
-                and not _shared_library.has_library(key)
-            )
-        ):
-            # Compiled now, or loaded by a process whose first one exited without
-            # building the library (killed): build it when this one exits.
-            _shared_library.build_later(key, _entry(key), jit_fn)
-        return result
+            stats = cache_file_stats(jit_fn)
+            if stats is not None:
+                if stats.damaged:
+                    self.stage2["note"] = f"rebuilt {len(stats.damaged)} damaged cache file(s)"
+                if stats.write_errors and self.stage2["cache"] == "miss":
+                    self.stage2["cache"] = "unwritable"
+            key = self.stage2.get("key")
+            outcome = self.stage2["cache"]
+            if key is not None and (
+                outcome == "miss"
+                or (
+                    outcome == "hit"
+                    and _shared_library.supported()
+                    and not _shared_library.has_library(key)
+                )
+            ):
+                # Compiled now, or loaded by a process whose first one exited without
+                # building the library (killed): build it when this one exits.
+                _shared_library.build_later(key, _entry(key), jit_fn)
+            return result

@@ -437,7 +437,6 @@ def _abi(function: Any, kind: str) -> tuple[str, str] | None:
     return abi_source(kind, int(shape[0]))
 
 
-@long_lived_objects()  # writes, imports and compiles the wrapper
 def _native_fn(
     function: Any,
     gen: Generated,
@@ -453,40 +452,41 @@ def _native_fn(
     (with the native ABI's function over it, :func:`_abi`), which a later process maps
     without Numba; with ``abi_now`` the library is built and mapped now.
     """
-    abi = _abi(function, kind)
-    libkey = _library_key(key, source, abi)
+    with long_lived_objects():  # writes, imports and compiles the wrapper
+        abi = _abi(function, kind)
+        libkey = _library_key(key, source, abi)
 
-    def compiled() -> tuple[Any, dict[str, Any]]:
-        # The generated module, loaded in this process (loaded again if it was forgotten).
-        _linker.load_function(function.fgraph, gen, key)
-        fn, stage2 = _load_wrapper(key, source, gen, attr)
-        if not fn.overloads:
-            signature: Any = None  # LOGP_GRAD_NUMBA_SIGNATURE
-            if kind == "expand":
-                from kiln_numba._native_jit import EXPAND_NUMBA_SIGNATURE
+        def compiled() -> tuple[Any, dict[str, Any]]:
+            # The generated module, loaded in this process (loaded again if it was forgotten).
+            _linker.load_function(function.fgraph, gen, key)
+            fn, stage2 = _load_wrapper(key, source, gen, attr)
+            if not fn.overloads:
+                signature: Any = None  # LOGP_GRAD_NUMBA_SIGNATURE
+                if kind == "expand":
+                    from kiln_numba._native_jit import EXPAND_NUMBA_SIGNATURE
 
-                signature = EXPAND_NUMBA_SIGNATURE
-            _compile(fn, stage2, signature)
-        else:
-            stage2.setdefault("cache", "memory")
+                    signature = EXPAND_NUMBA_SIGNATURE
+                _compile(fn, stage2, signature)
+            else:
+                stage2.setdefault("cache", "memory")
+            return fn, stage2
+
+        library = _wrapper_library(key, libkey, gen, lambda: compiled()[0])
+        if library is not None:
+            return library, library.stage2
+        fn, stage2 = compiled()
+        if gen.cacheable and stage2.get("cache") in ("hit", "miss"):
+            entry = _linker._entry(key)
+            if abi_now and abi is not None:
+                # Built once: a build that failed now would fail again at exit.
+                if _shared_library.build_now(libkey, entry, fn, abi):
+                    library = _wrapper_library(key, libkey, gen, lambda: fn)
+                    if library is not None:
+                        library.stage2 = {**stage2, "library": "built now"}
+                        return library, library.stage2
+            elif not _shared_library.has_library(libkey):
+                _shared_library.build_later(libkey, entry, fn, abi)
         return fn, stage2
-
-    library = _wrapper_library(key, libkey, gen, lambda: compiled()[0])
-    if library is not None:
-        return library, library.stage2
-    fn, stage2 = compiled()
-    if gen.cacheable and stage2.get("cache") in ("hit", "miss"):
-        entry = _linker._entry(key)
-        if abi_now and abi is not None:
-            # Built once: a build that failed now would fail again at exit.
-            if _shared_library.build_now(libkey, entry, fn, abi):
-                library = _wrapper_library(key, libkey, gen, lambda: fn)
-                if library is not None:
-                    library.stage2 = {**stage2, "library": "built now"}
-                    return library, library.stage2
-        elif not _shared_library.has_library(libkey):
-            _shared_library.build_later(libkey, entry, fn, abi)
-    return fn, stage2
 
 
 def _library_key(key: str, source: str, abi: tuple[str, str] | None) -> str:

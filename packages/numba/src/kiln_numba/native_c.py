@@ -286,7 +286,6 @@ _OBJECT_MODE = (
 )
 
 
-@long_lived_objects()  # compiles the model's code and the C functions over it
 def native_c_pointers(logp_function: Any, expand_function: Any = None) -> NativeCPointers:
     """Return a model's ``logp`` (and ``expand``) as C callbacks (see the module docstring).
 
@@ -319,37 +318,40 @@ def native_c_pointers(logp_function: Any, expand_function: Any = None) -> Native
     >>> ptrs = native_c_pointers(compiled.function, compiled.expand_function)  # doctest: +SKIP
     >>> ptrs.logp_cptr, ptrs.expand_cptr, ptrs.user_data_ptr  # doctest: +SKIP
     """
-    logp = native_logp_grad(logp_function, abi_now=True)
-    expand = native_expand(expand_function, abi_now=True) if expand_function is not None else None
-    ndim = _ndim(logp_function)
-    functions = [logp_function] if expand_function is None else [logp_function, expand_function]
-    gens = [f.thunk._generated for f in functions]
-    if not all(g.cacheable for g in gens):
-        raise KilnTypeError(f"native_c_pointers: {_OBJECT_MODE}")
-    n_out = _n_out(expand, ndim) if expand is not None else None
-    start = time.perf_counter()
-    from_libraries = _library_functions(logp, expand)
-    if from_libraries is not None:
-        stage2: dict[str, Any] = {"module": "shared library", "cache": "hit"}
-        stage2["loader"] = "shared library"
-        stage2["compile_s"] = time.perf_counter() - start
-        return NativeCPointers(logp, expand, from_libraries, (), ndim, n_out, stage2)
-    _, info = _linker.load_function(logp_function.fgraph, gens[0])
-    source = _SOURCE.format(
-        logp_module=_dispatcher(logp.fn).py_func.__module__,
-        version=_VERSION,
-        ndim=ndim,
-        **CODES,
-    )
-    names: tuple[str, ...] = ("kiln_logp",)
-    if expand is not None:
-        source += _EXPAND_SOURCE.format(
-            expand_module=_dispatcher(expand.fn).py_func.__module__, **CODES
+    with long_lived_objects():  # compiles the model's code and the C functions over it
+        logp = native_logp_grad(logp_function, abi_now=True)
+        expand = (
+            native_expand(expand_function, abi_now=True) if expand_function is not None else None
         )
-        names = ("kiln_logp", "kiln_expand")
-    callbacks, stage2 = _load_callbacks(info["key"], source, gens[0], names)
-    addresses = (callbacks[0].address, callbacks[1].address if expand is not None else None)
-    return NativeCPointers(logp, expand, addresses, callbacks, ndim, n_out, stage2)
+        ndim = _ndim(logp_function)
+        functions = [logp_function] if expand_function is None else [logp_function, expand_function]
+        gens = [f.thunk._generated for f in functions]
+        if not all(g.cacheable for g in gens):
+            raise KilnTypeError(f"native_c_pointers: {_OBJECT_MODE}")
+        n_out = _n_out(expand, ndim) if expand is not None else None
+        start = time.perf_counter()
+        from_libraries = _library_functions(logp, expand)
+        if from_libraries is not None:
+            stage2: dict[str, Any] = {"module": "shared library", "cache": "hit"}
+            stage2["loader"] = "shared library"
+            stage2["compile_s"] = time.perf_counter() - start
+            return NativeCPointers(logp, expand, from_libraries, (), ndim, n_out, stage2)
+        _, info = _linker.load_function(logp_function.fgraph, gens[0])
+        source = _SOURCE.format(
+            logp_module=_dispatcher(logp.fn).py_func.__module__,
+            version=_VERSION,
+            ndim=ndim,
+            **CODES,
+        )
+        names: tuple[str, ...] = ("kiln_logp",)
+        if expand is not None:
+            source += _EXPAND_SOURCE.format(
+                expand_module=_dispatcher(expand.fn).py_func.__module__, **CODES
+            )
+            names = ("kiln_logp", "kiln_expand")
+        callbacks, stage2 = _load_callbacks(info["key"], source, gens[0], names)
+        addresses = (callbacks[0].address, callbacks[1].address if expand is not None else None)
+        return NativeCPointers(logp, expand, addresses, callbacks, ndim, n_out, stage2)
 
 
 def _dispatcher(fn: Any) -> Any:
