@@ -102,7 +102,7 @@ _UNSUPPORTED_NUMBA = textwrap.dedent(
         import kiln_compile as kc
         import kiln_graph.tensor as kt
         import kiln_numba
-        from kiln_numba import _numba_internals, _shared_library, native
+        from kiln_numba import _numba_cache_internals, _numba_internals, _shared_library, native
 
         x = kt.vector("x")
         f = kc.function([x], kt.sum(kt.exp(x) * 2.0), mode=kc.Mode(linker="numba"))
@@ -114,7 +114,7 @@ _UNSUPPORTED_NUMBA = textwrap.dedent(
                      if issubclass(w.category, kiln_numba.NumbaVersionWarning)],
         "usable": _numba_internals.usable(),
         "shared_library": _shared_library.supported(),
-        "checked_cache": _numba_internals.cache_file_stats(jit) is not None,
+        "checked_cache": _numba_cache_internals.cache_file_stats(jit) is not None,
     }))
     """
 )

@@ -22,7 +22,7 @@ import pytest
 import kiln
 import kiln.tensor as kt
 from kiln_compile import CacheWarning, config
-from kiln_numba import _numba_internals as numba_internals
+from kiln_numba import _numba_cache_internals as numba_internals
 
 
 @pytest.fixture(autouse=True)

@@ -44,8 +44,9 @@ from kiln_compile import (
     trusted_file,
     trusted_folder,
 )
+from kiln_numba import _numba_cache_internals as cache_internals
 from kiln_numba import _numba_internals as internals
-from kiln_numba._numba_internals import CacheFileStats, CachePolicy
+from kiln_numba._numba_cache_internals import CacheFileStats, CachePolicy
 
 __all__ = ["CacheFileStats", "cache_file_stats", "cfunc", "kernel_njit", "njit"]
 
@@ -101,7 +102,7 @@ def njit(*args: Any, cache: bool = False, callee: bool = False, **kwargs: Any) -
             return numba.njit(cache=True, **kwargs)(fn)
         dispatcher = numba.njit(**kwargs)(fn)
         if wanted:
-            internals.checked_cache(dispatcher, dispatcher.py_func, _POLICY)
+            cache_internals.checked_cache(dispatcher, dispatcher.py_func, _POLICY)
         return dispatcher
 
     if len(args) == 1 and callable(args[0]) and not kwargs:
@@ -125,9 +126,9 @@ def cfunc(signature: Any, cache: bool = False, **options: Any) -> Any:
         wanted = cache and fn.__globals__.get("__kiln_cache__", True)
         if not internals.usable():
             return numba.cfunc(signature, cache=bool(wanted), **options)(fn)
-        callback = internals.cfunc_uncompiled(fn, signature, options)
+        callback = cache_internals.cfunc_uncompiled(fn, signature, options)
         if wanted:
-            internals.checked_cache(callback, fn, _POLICY)
+            cache_internals.checked_cache(callback, fn, _POLICY)
         callback.compile()
         return callback
 
@@ -136,7 +137,7 @@ def cfunc(signature: Any, cache: bool = False, **options: Any) -> Any:
 
 def cache_file_stats(dispatcher: Any) -> CacheFileStats | None:
     """Return the :class:`CacheFileStats` of a dispatcher made by :func:`njit` (or None)."""
-    return internals.cache_file_stats(dispatcher)
+    return cache_internals.cache_file_stats(dispatcher)
 
 
 def attach_kernel_cache(dispatcher: Any) -> None:
@@ -148,7 +149,7 @@ def attach_kernel_cache(dispatcher: Any) -> None:
     fn = dispatcher.py_func
     folder = DiskCache("numba").folder("kernels", fn.__module__)
     if folder is not None:
-        internals.checked_cache(dispatcher, fn, _POLICY, cache_path=str(folder))
+        cache_internals.checked_cache(dispatcher, fn, _POLICY, cache_path=str(folder))
 
 
 def kernel_njit(*args: Any, **options: Any) -> Any:
@@ -166,7 +167,7 @@ def kernel_njit(*args: Any, **options: Any) -> Any:
     def decorate(fn: Callable[..., Any]) -> Any:
         if not internals.usable():
             return numba.njit(cache=bool(config.cache), **options)(fn)
-        return internals.late_cache_dispatcher(fn, options, attach_kernel_cache)
+        return cache_internals.late_cache_dispatcher(fn, options, attach_kernel_cache)
 
     if len(args) == 1 and callable(args[0]) and not options:
         return decorate(args[0])

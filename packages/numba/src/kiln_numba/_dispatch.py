@@ -22,6 +22,7 @@ from typing import Any
 import numba
 
 from kiln_compile import config
+from kiln_numba import _numba_cache_internals as cache_internals
 from kiln_numba import _numba_internals as internals
 from kiln_numba._cache import attach_kernel_cache
 
@@ -37,6 +38,6 @@ def signature_njit(*signatures: str, cache: bool = False) -> Callable[[Any], Any
         if not internals.usable():
             return numba.njit(list(signatures), cache=cache and bool(config.cache))(fn)
         attach = attach_kernel_cache if cache else None
-        return internals.first_use_dispatcher(fn, signatures, attach)
+        return cache_internals.first_use_dispatcher(fn, signatures, attach)
 
     return decorate
