@@ -17,6 +17,12 @@ C-contiguous, else a copy) and ``array_at(address, shape, dtype)`` (a C-contiguo
 over memory the caller owns, at the integer ``address``). Where kiln_numba does not use
 Numba's internals (:func:`kiln_numba._numba_internals.usable`) the same names are
 NumPy's functions (and ``numba.carray``), which take the same positional arguments.
+
+``packed(buffer, index, at, ndim)`` is a C-contiguous view of ``ndim`` dimensions into a
+one-dimensional C-contiguous ``buffer``: it starts at element ``index[at]`` and its
+shape is ``index[at + 2 : at + 2 + ndim]`` (the layout of
+:class:`kiln_numba._codegen.ConstantPack`); one call where slicing and reshaping compile
+three operations. Without Numba's internals it is None (the packer slices instead).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from numba import types
 
 from kiln_numba._numba_internals import allocation_helpers, intrinsic_helpers, usable
 
-__all__ = ["array_at", "contiguous", "copy", "empty", "full", "zeros"]
+__all__ = ["array_at", "contiguous", "copy", "empty", "full", "packed", "zeros"]
 
 
 def _members(tuple_type: Any) -> tuple[Any, ...]:
@@ -259,6 +265,43 @@ def _array_at(typingctx: Any, address: Any, shape: Any, dtype: Any) -> Any:
     return array_type(address, shape, dtype), codegen
 
 
+def _packed(typingctx: Any, buffer: Any, index: Any, at: Any, ndim: Any) -> Any:
+    """A view of ``ndim`` dimensions into ``buffer`` at ``index[at]``, shaped ``index[at + 2:]``."""
+    if not (
+        isinstance(buffer, types.Array)
+        and buffer.ndim == 1
+        and buffer.layout == "C"
+        and isinstance(index, types.Array)
+        and index.ndim == 1
+        and isinstance(index.dtype, types.Integer)
+        and isinstance(at, types.Integer)
+        and isinstance(ndim, types.IntegerLiteral)
+    ):
+        return None
+    rank = ndim.literal_value
+    array_type = types.Array(buffer.dtype, rank, "C", readonly=not buffer.mutable)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        _, make_array, _ = allocation_helpers()
+        source = make_array(buffer)(context, builder, value=args[0])
+        entries = make_array(index)(context, builder, value=args[1]).data
+        first = context.cast(builder, args[2], at, types.intp)
+
+        def entry(offset: int) -> Any:
+            k = builder.add(first, ir.Constant(first.type, offset))
+            value = builder.load(builder.gep(entries, [k]))
+            return context.cast(builder, value, index.dtype, types.intp)
+
+        data = builder.gep(source.data, [entry(0)])
+        sizes = [entry(2 + d) for d in range(rank)]
+        view = _c_array(context, builder, array_type, data, sizes, source.meminfo)
+        view.parent = source.parent
+        context.nrt.incref(builder, buffer, args[0])
+        return view._getvalue()
+
+    return array_type(buffer, index, at, ndim), codegen
+
+
 if usable():
     from numba.extending import intrinsic
 
@@ -268,12 +311,14 @@ if usable():
     copy: Any = intrinsic(_copy)
     contiguous: Any = intrinsic(_contiguous)
     array_at: Any = intrinsic(_array_at)
+    packed: Any = intrinsic(_packed)
 else:  # Numba's overloads of NumPy's functions, through their public names
     from numba import carray, njit
 
     from kiln_numba._native_jit import address_as_void_pointer
 
     _void_pointer: Any = address_as_void_pointer
+    packed = None
 
     empty, zeros, full, copy, contiguous = (
         np.empty,

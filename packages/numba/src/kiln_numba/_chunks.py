@@ -19,7 +19,7 @@ split only where that costs less than the superlinear growth of one function.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kiln_numba._funcify import ModuleBuilder
 
@@ -96,12 +96,17 @@ def split_body(
     params: Sequence[str],
     size: int | None = None,
     whole: int | None = None,
+    bound: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Return the body ``lines`` (ending with its one ``return``) as calls of chunk functions.
 
-    ``params`` are the function's parameters. A body of at most ``whole`` lines (default
+    ``params`` are the function's parameters. ``bound`` maps names the body reads to
+    expressions of parameters that bind them (packed constants:
+    :func:`kiln_numba._codegen.generate`): every function that reads such a name binds
+    it at its top, so it is never passed from one function to another; the body
+    returned binds only those its own lines read. A body of at most ``whole`` lines (default
     :data:`WHOLE_LINES`) or about ``size`` lines (default :data:`CHUNK_LINES`), or one
-    with a ``return`` before its last line, is returned as it is. Each chunk
+    with a ``return`` before its last line, is returned whole (after those bindings). Each chunk
     function takes the values it reads that earlier chunks (or ``params``) bound, and
     returns those it binds that later chunks read; the chunk functions are added to
     ``module.helpers``. Like the outlined loops, they are not cached on their own: the
@@ -109,20 +114,23 @@ def split_body(
     """
     size = CHUNK_LINES if size is None else size
     whole = WHOLE_LINES if whole is None else whole
-    if len(lines) <= max(whole, size + size // 2) or not lines[-1].startswith("return ("):
-        return lines
-    if any(line.lstrip().startswith("return") for line in lines[:-1]):
-        return lines
+    bound = dict(bound or {})
+    if (
+        len(lines) <= max(whole, size + size // 2)
+        or not lines[-1].startswith("return (")
+        or any(line.lstrip().startswith("return") for line in lines[:-1])
+    ):
+        return _bind(lines, bound)
     pieces = _cut(lines[:-1], size)
     if len(pieces) < 2:
-        return lines
-    local: set[str] = set(params)
+        return _bind(lines, bound)
+    local: set[str] = set(params) | set(bound)
     for line in lines:
         if not line.lstrip().startswith("#"):
             local.update(_bound(line))
     local -= set(module.helpers) | set(module.python_globals)
     analysed = []
-    defined = set(params)
+    defined = set(params) | set(bound)
     for piece in pieces:
         reads, binds, kills = _reads_and_kills(piece, local)
         # A name first bound inside a block of this piece, and nowhere before, is its own.
@@ -139,11 +147,28 @@ def split_body(
     for piece, (reads, _, _), returned in zip(pieces, analysed, outs, strict=True):
         name = module.fresh("chunk")
         ret = "return (" + "".join(f"{n}, " for n in returned) + ")"
-        text = "\n".join("    " + line for line in [*piece, ret])
+        own = [n for n in reads if n in bound]
+        reads = [n for n in reads if n not in bound]
+        bindings = [f"{n} = {bound[n]}" for n in own]
+        reads += [n for n in _reads_of(bindings, params) if n not in reads]
+        text = "\n".join("    " + line for line in [*bindings, *piece, ret])
         args = ", ".join(reads)
         decorator = "@njit(error_model='numpy', callee=True)"
         module.helpers[name] = f"{decorator}\ndef {name}({args}):\n{text}"
         targets = "".join(f"{n}, " for n in returned)
         body.append(f"({targets}) = {name}({args})" if returned else f"{name}({args})")
     body.append(lines[-1])
-    return body
+    return _bind(body, bound)
+
+
+def _reads_of(lines: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Return which of ``names`` ``lines`` mention, in the order of ``names``."""
+    mentioned = {n for line in lines for n in _NAME.findall(line)}
+    return [n for n in names if n in mentioned]
+
+
+def _bind(lines: list[str], bound: Mapping[str, str]) -> list[str]:
+    """Return ``lines`` after the bindings of the ``bound`` names they read."""
+    code = [line for line in lines if not line.lstrip().startswith("#")]
+    read = _reads_of(code, list(bound))
+    return [f"{n} = {bound[n]}" for n in read] + lines

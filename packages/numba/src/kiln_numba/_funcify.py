@@ -32,13 +32,20 @@ class FunctionScope:
     """One generated function being written: its statements and its constant parameters.
 
     ``constant_name(c)`` returns the name of the constant ``c`` inside this function
-    (a parameter of it); ``cacheable`` turns False when a node falls back to object mode.
+    (a parameter of it); ``cacheable`` turns False when a node falls back to object mode;
+    ``pack`` (the generated module's top function only) packs its small constants
+    (:class:`kiln_numba._codegen.ConstantPack`).
     """
 
     def __init__(self, constant_name: Callable[[Constant], str]) -> None:
         self.lines: list[str] = []
         self.constant_name = constant_name
         self.cacheable = True
+        self.pack: Any = None
+
+    def pack_buffers(self) -> list[str]:
+        """Return the names of the buffers the packed constants are read from."""
+        return [] if self.pack is None else list(self.pack.buffers)
 
 
 @dataclasses.dataclass(frozen=True)
