@@ -266,7 +266,7 @@ def _array_at(typingctx: Any, address: Any, shape: Any, dtype: Any) -> Any:
 
 
 def _packed(typingctx: Any, buffer: Any, index: Any, at: Any, ndim: Any) -> Any:
-    """A view of ``ndim`` dimensions into ``buffer`` at ``index[at]``, shaped ``index[at + 2:]``."""
+    """Type ``packed``: a view of ``ndim`` dimensions into ``buffer`` at ``index[at]``."""
     if not (
         isinstance(buffer, types.Array)
         and buffer.ndim == 1
