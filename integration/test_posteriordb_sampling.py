@@ -81,6 +81,7 @@ ENGINE_KWARGS: dict[tuple[str, str], dict[str, Any]] = {
         "nuts_sampler_kwargs": {"adaptation": "low_rank"},
         "random_seed": 20261203,
     },
+    ("gp_pois_regr-gp_pois_regr", "nutpie"): {"target_accept": 0.9, "draws": 2000},
     ("gp_pois_regr-gp_pois_regr", "numpyro"): {"target_accept": 0.95},
     ("gp_pois_regr-gp_pois_regr", "blackjax"): {"target_accept": 0.95},
     ("sblrc-blr", "blackjax"): {"draws": 2000},

@@ -59,7 +59,9 @@ def test_a_dense_mass_matrix_samples_a_correlated_posterior(init):
 def test_a_dense_mass_matrix_takes_fewer_steps_than_a_diagonal_one_here():
     full = _sample(init="jitter+adapt_full", random_seed=3)["sample_stats"]["n_steps"].mean()
     diag = _sample(init="jitter+adapt_diag", random_seed=3)["sample_stats"]["n_steps"].mean()
-    assert 3 * float(full) < float(diag), (float(full), float(diag))
+    # 3.1-3.5x fewer on one machine, 2.8x on another (chains follow the log-density's
+    # last bits, which differ between CPUs)
+    assert 2 * float(full) < float(diag), (float(full), float(diag))
 
 
 def test_the_result_says_which_mass_matrix_kilns_nuts_adapted():

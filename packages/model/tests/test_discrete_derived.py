@@ -267,3 +267,42 @@ def test_compiled_blocks_have_the_declared_bounds() -> None:
         "zib": ("nonnegative_integer", 0.0, 7.0),
         "zip": ("nonnegative_integer", 0.0, np.inf),
     }
+
+
+@pytest.mark.parametrize("linker", ["vm", "numba"])
+def test_beta_binomial_logp_and_gradient_stay_exact_for_huge_alpha_and_beta(linker):
+    """Return the Binomial limit at alpha, beta ~ 1e30, and betaln's values where exact.
+
+    There the difference of two betaln values cancels to noise (once a +6e17
+    log-density: a spurious mode a sampler under a flat prior found).
+    """
+    a, b = kt.scalar("a", dtype="float64"), kt.scalar("b", dtype="float64")
+    value = np.array([0, 3, 5, 20], dtype="int64")
+    rv = km.BetaBinomial.dist(a, b, 20, shape=4)
+    logp = kt.sum(km.logp(rv, value))
+    f = kiln.function([a, b], [logp, *kiln.grad(logp, [a, b])], mode=kiln.Mode(linker=linker))
+    for alpha, beta in [(4.0e30, 4.3e30), (3.0e12, 1.0e9), (2.5e8, 7.0e7)]:
+        p = alpha / (alpha + beta)
+        want = stats.binom.logpmf(value, 20, p).sum()
+        got, da, db = f(alpha, beta)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        # d/d alpha of the Binomial limit: sum(x / alpha - n / (alpha + beta)), to O(1/alpha^2)
+        want_da = np.sum(value / alpha - 20 / (alpha + beta))
+        want_db = np.sum((20 - value) / beta - 20 / (alpha + beta))
+        np.testing.assert_allclose([da, db], [want_da, want_db], rtol=1e-4, atol=1e-12 / alpha)
+    import mpmath
+
+    mpmath.mp.dps = 50
+
+    def exact(alpha: float, beta: float) -> float:
+        a, b = mpmath.mpf(alpha), mpmath.mpf(beta)
+        terms = (
+            mpmath.log(mpmath.binomial(20, int(x))) + mpmath.log(mpmath.beta(x + a, 20 - x + b))
+            - mpmath.log(mpmath.beta(a, b))
+            for x in value
+        )  # fmt: skip
+        return float(mpmath.fsum(terms))
+
+    # Both sides of the switch to Stirling's series (1e5), and where betaln is exact.
+    for alpha, beta in [(0.3, 2.0), (40.0, 7.5), (9.0e4, 1.1e5), (1.2e5, 50.0), (3e9, 2e9)]:
+        np.testing.assert_allclose(f(alpha, beta)[0], exact(alpha, beta), rtol=1e-11)

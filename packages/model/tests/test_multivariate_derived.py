@@ -180,7 +180,9 @@ def test_lkjcorr_draw_moments(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_lkj_cholesky_cov_draws(backend):
     n, eta, draws = 3, 1.5, 20_000
-    rv = km.LKJCholeskyCov.dist(eta, n, km.Exponential.dist(1.0, shape=n), size=draws)
+    # Seeded: five tests at p > 1e-3 on fresh draws fail one run in about 200.
+    sd_dist = km.Exponential.dist(1.0, shape=n, rng=kr.rng(11))
+    rv = km.LKJCholeskyCov.dist(eta, n, sd_dist, size=draws, rng=kr.rng(12))
     chol, corr, stds = km._lkj.chol_corr_stds(rv, n)
     c, s = _eval([corr, stds], backend)
     np.testing.assert_allclose(np.diagonal(c, axis1=1, axis2=2), 1.0, atol=1e-12)

@@ -137,7 +137,7 @@ def test_auto_tries_the_dense_metric_on_a_correlated_funnel_and_goes_back(monkey
     tried = []
     use_dense = _nuts._Pieces.use_dense
     monkeypatch.setattr(_nuts._Pieces, "use_dense", lambda self: tried.append(1) or use_dense(self))
-    kwargs = dict(draws=500, tune=1000, chains=2, random_seed=3, progressbar=False)
+    kwargs = dict(draws=1000, tune=1000, chains=2, random_seed=3, progressbar=False)
     trace = ks.sample_nuts(ShearedFunnel(), **kwargs)
     assert tried  # its correlations asked for a try
     assert trace.metric == "diag"  # and the last window said it is no Gaussian

@@ -23,7 +23,7 @@ from kiln_model import _transforms as tr
 from kiln_model._continuous import Gamma, LogNormal
 from kiln_model._discrete import Binomial, NegativeBinomial, Poisson
 from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
-from kiln_model._math import bound, log1m, log_diff_exp, normal_lcdf
+from kiln_model._math import bound, log1m, log_diff_exp, log_gamma_ratio, normal_lcdf
 from kiln_model._parametrizations import precision
 from kiln_model._symbolic import SymbolicDistribution, batch_shape
 from kiln_model._truncated import Truncated
@@ -123,7 +123,15 @@ class BetaBinomial(SymbolicDistribution):
     def logp(value: Any, alpha: Any, beta: Any, n: Any) -> TensorVariable:
         x = _f(value)
         log_choose = kt.gammaln(n + 1.0) - kt.gammaln(x + 1.0) - kt.gammaln(n - x + 1.0)
-        logp = log_choose + kt.betaln(x + alpha, n - x + beta) - kt.betaln(alpha, beta)
+        # betaln(x + alpha, n - x + beta) - betaln(alpha, beta), as three log-Gamma ratios:
+        # the difference of the betaln values cancels to noise of 1e15 at alpha, beta ~ 1e30
+        # (a spurious mode a sampler under a flat prior finds: +6e17 there).
+        logp = (
+            log_choose
+            + log_gamma_ratio(alpha, x)
+            + log_gamma_ratio(beta, n - x)
+            - log_gamma_ratio(alpha + beta, n + 0.0)
+        )
         return bound(logp, value >= 0, value <= n, alpha > 0, beta > 0)
 
     @classmethod

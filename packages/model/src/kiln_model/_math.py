@@ -44,6 +44,31 @@ def log_diff_exp(a: Any, b: Any) -> Any:
     return a + kt.log1mexp(b - a)
 
 
+#: From this on, :func:`log_gamma_ratio` takes Stirling's series: ``gammaln(z + k) -
+#: gammaln(z)`` loses about ``1e-16 * z log z`` to cancellation (1e-10 at 1e5, 0.02 at
+#: 1e12), the series' first omitted term is below ``1 / (360 z**3)`` (3e-18 at 1e5).
+STIRLING_FROM = 1e5
+
+
+def log_gamma_ratio(z: Any, k: Any) -> Any:
+    """Return ``log Gamma(z + k) - log Gamma(z)`` for ``z > 0``, ``k >= 0``, without cancellation.
+
+    Below :data:`STIRLING_FROM` it is the difference of ``gammaln``; above, the difference
+    of Stirling's series, ``(z - 1/2) log1p(k / z) + k log(z + k) - k + 1/(12 (z + k)) -
+    1/(12 z)``. Each branch reads its own clamp of
+    ``z``, so the one a switch does not select is finite with a finite gradient.
+    """
+    big = kt.ge(z, STIRLING_FROM)
+    zs, zg = kt.switch(big, z, STIRLING_FROM), kt.switch(big, 1.0, z)
+    stirling = (
+        (zs - 0.5) * kt.log1p(k / zs)
+        + k * kt.log(zs + k)
+        - k
+        + (1.0 / (12.0 * (zs + k)) - 1.0 / (12.0 * zs))
+    )
+    return kt.switch(big, stirling, kt.gammaln(zg + k) - kt.gammaln(zg))
+
+
 def xlogy(x: Any, y: Any) -> Any:
     """Return ``x * log(y)``, 0 where ``x == 0`` (even if ``y == 0``)."""
     x = kt.as_tensor(x)
