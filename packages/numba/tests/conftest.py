@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-from collections.abc import Iterator
+import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,3 +26,26 @@ def cache_dir(tmp_path: Path) -> Iterator[Path]:
         del sys.modules[name]
     compile_cache._unwritable.clear()
     _linker._shared_loaded.clear()
+
+
+@pytest.fixture
+def fresh_process(tmp_path: Path) -> Callable[[str], str]:
+    """Return a runner of a script in a new interpreter (caches under ``tmp_path``).
+
+    It dedents the script, asserts that it exits with 0 (its stderr otherwise) and
+    returns its stripped stdout.
+    """
+
+    def run(script: str) -> str:
+        env = {"KILN_CACHE_DIR": str(tmp_path / "kiln"), "NUMBA_CACHE_DIR": str(tmp_path / "nb")}
+        out = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(script)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, **env},
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout.strip()
+
+    return run

@@ -11,10 +11,6 @@ on NumPy's functions where Numba's internals are not used.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import numba
 import numpy as np
 import pytest
@@ -183,9 +179,8 @@ def test_arrays_at_an_address_view_the_callers_memory() -> None:
     assert _array_at(floats.ctypes.data, (), np.float64)[()] == 0.0
 
 
-def test_numpys_functions_run_the_same_code_without_numbas_internals(tmp_path) -> None:
-    script = textwrap.dedent(
-        """
+def test_numpys_functions_run_the_same_code_without_numbas_internals(fresh_process) -> None:
+    script = """
         import numpy as np
         import kiln_numba._numba_internals as internals
 
@@ -207,14 +202,4 @@ def test_numpys_functions_run_the_same_code_without_numbas_internals(tmp_path) -
         np.testing.assert_array_equal(got[3], [2, 3])
         print(np.asarray(_alloc.array_at(value.ctypes.data, (3,), np.float64)).tolist())
         """
-    )
-    env = {"KILN_CACHE_DIR": str(tmp_path / "kiln"), "NUMBA_CACHE_DIR": str(tmp_path / "nb")}
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**__import__("os").environ, **env},
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip() == "[0.0, 1.0, 2.0]"
+    assert fresh_process(script) == "[0.0, 1.0, 2.0]"

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import textwrap
 
 import numba
 import numpy as np
@@ -167,9 +164,8 @@ def test_packed_views_have_the_shape_dtype_and_owner_asked_for():
     assert views.nopython_signatures[-1].return_type.types[1].mutable
 
 
-def test_without_numbas_internals_the_packed_constants_are_slices(tmp_path):
-    script = textwrap.dedent(
-        """
+def test_without_numbas_internals_the_packed_constants_are_slices(fresh_process):
+    script = """
         import numpy as np
         import kiln_numba._numba_internals as internals
 
@@ -193,14 +189,4 @@ def test_without_numbas_internals_the_packed_constants_are_slices(tmp_path):
         assert "packed(" not in source and ".reshape((kix[" in source
         print("ok")
         """
-    )
-    env = {"KILN_CACHE_DIR": str(tmp_path / "kiln"), "NUMBA_CACHE_DIR": str(tmp_path / "nb")}
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**__import__("os").environ, **env},
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip() == "ok"
+    assert fresh_process(script) == "ok"
