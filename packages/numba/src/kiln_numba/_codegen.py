@@ -264,9 +264,11 @@ def write_body(
     code = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
     constants = sorted(set(re.findall(r"\bc\d+\b", code)))
     bound: dict[str, str] = {}
+    buffers: list[str] = []
     if scope.pack is not None:
         bound = scope.pack(constants, set(re.findall(r"\bc\d+\b", lines[-1])))
-    params = [*in_names, *(c for c in constants if c not in bound), *scope.pack_buffers()]
+        buffers = list(scope.pack.buffers)
+    params = [*in_names, *(c for c in constants if c not in bound), *buffers]
     scope.lines[:] = split_body(module, lines, params, bound=bound)
 
 

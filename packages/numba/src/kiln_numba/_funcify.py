@@ -43,10 +43,6 @@ class FunctionScope:
         self.cacheable = True
         self.pack: Any = None
 
-    def pack_buffers(self) -> list[str]:
-        """Return the names of the buffers the packed constants are read from."""
-        return [] if self.pack is None else list(self.pack.buffers)
-
 
 @dataclasses.dataclass(frozen=True)
 class SubFunction:
