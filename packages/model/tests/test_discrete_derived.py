@@ -306,3 +306,63 @@ def test_beta_binomial_logp_and_gradient_stay_exact_for_huge_alpha_and_beta(link
     # Both sides of the switch to Stirling's series (1e5), and where betaln is exact.
     for alpha, beta in [(0.3, 2.0), (40.0, 7.5), (9.0e4, 1.1e5), (1.2e5, 50.0), (3e9, 2e9)]:
         np.testing.assert_allclose(f(alpha, beta)[0], exact(alpha, beta), rtol=1e-11)
+
+
+@pytest.mark.parametrize("linker", ["vm", "numba"])
+def test_negative_binomial_logp_and_gradient_stay_exact_for_huge_alpha(linker):
+    """Return the Poisson limit at a huge alpha, and the exact values below it.
+
+    Given as (mu, alpha), p = alpha / (mu + alpha) rounds near 1: ``alpha log p`` lost
+    ``alpha * 1e-16`` (0.01 at 1e14) and ``gammaln(x + alpha) - gammaln(alpha)`` about
+    ``1e-16 alpha log alpha`` (0.3 at 1e14, nonsense at 1e20). The zero-inflated and
+    hurdle versions read the same log P(0).
+    """
+    mu, alpha = kt.scalar("mu", dtype="float64"), kt.scalar("alpha", dtype="float64")
+    value = np.array([0, 3, 5, 20], dtype="int64")
+    rvs = {
+        "nb": km.NegativeBinomial.dist(mu=mu, alpha=alpha, shape=4),
+        "zinb": km.ZeroInflatedNegativeBinomial.dist(0.7, mu=mu, alpha=alpha, shape=4),
+        "hurdle": km.HurdleNegativeBinomial.dist(0.7, mu=mu, alpha=alpha, shape=4),
+    }
+    logps = [kt.sum(km.logp(rv, value)) for rv in rvs.values()]
+    outputs = [out for logp in logps for out in (logp, *kiln.grad(logp, [mu, alpha]))]
+    f = kiln.function([mu, alpha], outputs, mode=kiln.Mode(linker=linker))
+    m = 4.5
+    pois = stats.poisson.logpmf(value, m)
+    limits = {
+        "nb": pois.sum(),
+        "zinb": np.sum(np.where(value == 0, np.log(0.3 + 0.7 * np.exp(-m)), np.log(0.7) + pois)),
+        "hurdle": np.sum(
+            np.where(value == 0, np.log(0.3), np.log(0.7) + pois - np.log1p(-np.exp(-m)))
+        ),
+    }
+    for a in (1e10, 1e14, 1e20, 1e30):
+        got = np.reshape(f(m, a), (3, 3))
+        for (name, want), (logp, d_mu, d_alpha) in zip(limits.items(), got, strict=True):
+            np.testing.assert_allclose(logp, want, rtol=1e-7, err_msg=f"{name} at alpha={a}")
+            assert np.isfinite(d_mu) and abs(d_alpha) < 1e-3 / a, (name, a, d_mu, d_alpha)
+        # d/d mu of the Poisson limit; d/d alpha is O(1 / alpha^2)
+        np.testing.assert_allclose(got[0, 1], np.sum(value / m - 1.0), rtol=1e-7)
+        want_d_alpha = -np.sum((value - m) ** 2 - value) / (2.0 * a * a)
+        np.testing.assert_allclose(got[0, 2], want_d_alpha, rtol=1e-3, atol=1e-13 / a)
+    import mpmath
+
+    mpmath.mp.dps = 50
+
+    def exact(mu_: float, alpha_: float) -> float:
+        m_, a_ = mpmath.mpf(mu_), mpmath.mpf(alpha_)
+        terms = (
+            mpmath.loggamma(x + a_) - mpmath.loggamma(a_) - mpmath.loggamma(x + 1)
+            + a_ * mpmath.log(a_ / (m_ + a_)) + x * mpmath.log(m_ / (m_ + a_))
+            for x in value
+        )  # fmt: skip
+        return float(mpmath.fsum(terms))
+
+    # Both sides of the switch to Stirling's series (1e5), and where gammaln is exact.
+    for mu_, alpha_ in [(4.5, 2.0), (0.3, 40.0), (3.0, 9.0e4), (3.0, 1.2e5), (50.0, 3e9)]:
+        np.testing.assert_allclose(f(mu_, alpha_)[0], exact(mu_, alpha_), rtol=1e-11)
+    # mu = 0: all mass at 0
+    at_zero = kt.sum(km.logp(rvs["nb"], np.zeros(4, "int64")))
+    zero = kiln.function([mu, alpha], at_zero, mode=kiln.Mode(linker=linker))
+    assert zero(0.0, 2.0) == 0.0
+    assert f(0.0, 2.0)[0] == -np.inf

@@ -12,7 +12,15 @@ from kiln_graph import tensor as kt
 from kiln_graph.scalar import Sigmoid
 from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
 from kiln_model._incomplete_cdf import log_betainc, log_gammaincc
-from kiln_model._math import bound, log1m, xlog1m, xlogy
+from kiln_model._math import (
+    bound,
+    log1m,
+    log_gamma_ratio,
+    log_of,
+    mean_of_dispersion_ratio,
+    xlog1m,
+    xlogy,
+)
 
 
 def _p_from(cls_name: str, p: Any, logit_p: Any) -> Any:
@@ -137,6 +145,17 @@ class Poisson(Distribution):
         return broadcast_like(_round(kt.floor(mu)), rv)
 
 
+def negative_binomial_log_zero(n: Any, p: Any) -> Any:
+    """Return ``n log p``, NegativeBinomial(n, p)'s log-probability of 0.
+
+    Given as ``(mu, alpha)`` (``p = alpha / (mu + alpha)``, :func:`mean_of_dispersion_ratio`),
+    it is ``-alpha log1p(mu / alpha)``: ``p`` rounds near 1 at a large ``alpha``, where
+    ``n log p`` (about ``-mu``) would lose ``alpha * 1e-16``.
+    """
+    mu = mean_of_dispersion_ratio(n, p)
+    return n * kt.log(p) if mu is None else -n * kt.log1p(mu / n)
+
+
 class NegativeBinomial(Distribution):
     """NegativeBinomial(mu, alpha) (mean mu, overdispersion alpha), or (n=..., p=...)."""
 
@@ -162,13 +181,14 @@ class NegativeBinomial(Distribution):
 
     @staticmethod
     def logp(value: Any, n: Any, p: Any) -> TensorVariable:
-        logp = (
-            kt.gammaln(value + n)
-            - kt.gammaln(n)
-            - kt.gammaln(value + 1.0)
-            + n * kt.log(p)
-            + xlog1m(value, p)
-        )
+        # log_gamma_ratio keeps gammaln(value + n) - gammaln(n) exact at a large n.
+        mu = mean_of_dispersion_ratio(n, p)
+        if mu is None:
+            log_q = xlog1m(value, p)
+        else:  # value * log(1 - p) from mu, as negative_binomial_log_zero takes log p
+            log_q = xlogy(value, mu) - value * kt.log(mu + n)
+        log_zero = negative_binomial_log_zero(n, p)
+        logp = log_gamma_ratio(n, value) - kt.gammaln(value + 1.0) + log_zero + log_q
         return bound(logp, value >= 0, *kr.OPS["negative_binomial"].conditions(n=n, p=p))
 
     @staticmethod
@@ -244,7 +264,7 @@ class Categorical(Distribution):
     def logp(value: Any, p: Any) -> TensorVariable:
         p = kt.as_tensor(p)
         k = kt.shape_i(p, -1)
-        log_p = kt.log(p) - kt.log(kt.sum(p, axis=-1, keepdims=True))
+        log_p = log_of(p) - kt.log(kt.sum(p, axis=-1, keepdims=True))
         picked = kt.eq(kt.expand_dims(value, -1), kt.arange(k))
         logp = kt.sum(kt.switch(picked, log_p, 0.0), axis=-1)
         return bound(logp, value >= 0, value < k, kt.all(p >= 0, axis=-1))

@@ -21,7 +21,7 @@ from kiln_graph import KilnTypeError, KilnValueError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model import _transforms as tr
 from kiln_model._continuous import Gamma, LogNormal
-from kiln_model._discrete import Binomial, NegativeBinomial, Poisson
+from kiln_model._discrete import Binomial, NegativeBinomial, Poisson, negative_binomial_log_zero
 from kiln_model._distribution import Distribution, broadcast_like, icdf_bound
 from kiln_model._math import bound, log1m, log_diff_exp, log_gamma_ratio, normal_lcdf
 from kiln_model._parametrizations import precision
@@ -347,7 +347,7 @@ class ZeroInflatedNegativeBinomial(SymbolicDistribution):
 
     @staticmethod
     def logp(value: Any, psi: Any, n: Any, p: Any) -> TensorVariable:
-        at0 = n * kt.log(p)
+        at0 = negative_binomial_log_zero(n, p)
         valid = kr.OPS["negative_binomial"].conditions(n=n, p=p)
         return _zero_inflated_logp(value, psi, NegativeBinomial.logp(value, n, p), at0, valid)
 
@@ -429,14 +429,15 @@ class HurdleNegativeBinomial(SymbolicDistribution):
 
     @staticmethod
     def logp(value: Any, psi: Any, n: Any, p: Any) -> TensorVariable:
-        # P(K > 0) = 1 - p^n
-        positive = NegativeBinomial.logp(value, n, p) - kt.log1mexp(n * kt.log(p))
+        # P(K > 0) = 1 - p^n, which must be positive
+        log_zero = negative_binomial_log_zero(n, p)
+        positive = NegativeBinomial.logp(value, n, p) - kt.log1mexp(log_zero)
         valid = kr.OPS["negative_binomial"].conditions(n=n, p=p)
-        return _hurdle_logp(value, psi, positive, [*valid, p < 1])
+        return _hurdle_logp(value, psi, positive, [*valid, log_zero < 0])
 
     @classmethod
     def support_point(cls, rv: TensorVariable, psi: Any, n: Any, p: Any) -> TensorVariable:
-        mean = psi * n * (1.0 - _f(p)) / p / -kt.expm1(n * kt.log(p))
+        mean = psi * n * (1.0 - _f(p)) / p / -kt.expm1(negative_binomial_log_zero(n, p))
         return broadcast_like(_round(kt.floor(mean)), rv)
 
 

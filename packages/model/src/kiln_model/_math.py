@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import Elemwise, Variable
+from kiln_graph import DimShuffle, Elemwise, Variable
 from kiln_graph import tensor as kt
-from kiln_graph.scalar import Sigmoid
+from kiln_graph.scalar import Add, Exp, Sigmoid, TrueDivide
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 LOG_2 = float(np.log(2.0))
@@ -69,10 +69,27 @@ def log_gamma_ratio(z: Any, k: Any) -> Any:
     return kt.switch(big, stirling, kt.gammaln(zg + k) - kt.gammaln(zg))
 
 
+def log_of(y: Any) -> Any:
+    """Return ``log(y)``: ``z`` itself where ``y`` is the graph ``exp(z)``.
+
+    A rate or mean given as ``exp(z)`` is subnormal below ``z = -708``, where the
+    gradient of ``log(exp(z))``, ``exp(z) / exp(z)``, overflows to ``inf / inf``. Where
+    ``y`` has axes added (a random variable's parameter), the log is taken inside them,
+    so that the stabilize phase sees ``log(softmax(x))`` too.
+    """
+    base, expand = _expanded(y)
+    if expand is None and _elemwise_inputs(y, Exp) is None:
+        return kt.log(y)
+    inputs = _elemwise_inputs(base, Exp)
+    log_base = kt.log(base) if inputs is None else inputs[0]
+    out = log_base if expand is None else expand(log_base)
+    return out if inputs is None or out.dtype == y.dtype else kt.cast(out, y.dtype)
+
+
 def xlogy(x: Any, y: Any) -> Any:
-    """Return ``x * log(y)``, 0 where ``x == 0`` (even if ``y == 0``)."""
+    """Return ``x * log(y)`` (:func:`log_of`), 0 where ``x == 0`` (even if ``y == 0``)."""
     x = kt.as_tensor(x)
-    return kt.switch(kt.eq(x, 0), 0.0, x * kt.log(y))
+    return kt.switch(kt.eq(x, 0), 0.0, x * log_of(y))
 
 
 def xlog1py(x: Any, y: Any) -> Any:
@@ -81,16 +98,55 @@ def xlog1py(x: Any, y: Any) -> Any:
     return kt.switch(kt.eq(x, 0), 0.0, x * kt.log1p(y))
 
 
-def _sigmoid_input(p: Any) -> Any:
-    """Return ``x`` where ``p`` is the graph ``sigmoid(x)``, else None."""
-    node = p.owner if isinstance(p, Variable) else None
+def _elemwise_inputs(x: Any, scalar_op: type) -> list[Any] | None:
+    """Return the inputs of ``x``'s node if it is an ``Elemwise`` of ``scalar_op``, else None."""
+    node = x.owner if isinstance(x, Variable) else None
     if (
         node is not None
         and isinstance(node.op, Elemwise)
-        and isinstance(node.op.scalar_op, Sigmoid)
+        and isinstance(node.op.scalar_op, scalar_op)
     ):
-        return node.inputs[0]
+        return list(node.inputs)
     return None
+
+
+def _expanded(x: Any) -> tuple[Any, Any]:
+    """Return ``(base, op)`` where ``x`` is ``op(base)``, a DimShuffle that only adds axes.
+
+    Else ``(x, None)``. (A random variable's parameters reach its log-density so.)
+    """
+    node = x.owner if isinstance(x, Variable) else None
+    if node is None or not isinstance(node.op, DimShuffle) or node.op.drop:
+        return x, None
+    kept = [o for o in node.op.new_order if o != "x"]
+    return (node.inputs[0], node.op) if kept == list(range(node.op.input_ndim)) else (x, None)
+
+
+def mean_of_dispersion_ratio(n: Any, p: Any) -> Any:
+    """Return ``mu`` where ``p`` is the graph ``n / (mu + n)`` (axes added to both), else None.
+
+    A NegativeBinomial given as ``(mu, alpha)`` reaches its log-density as ``(n, p) =
+    (alpha, alpha / (mu + alpha))``; at a large ``alpha`` that ``p`` rounds to within
+    1e-16 of 1, and ``n * log(p)`` (about ``-mu``) loses ``alpha * 1e-16``.
+    """
+    ratio_out, expand = _expanded(p)
+    base = _expanded(n)[0]
+    ratio = _elemwise_inputs(ratio_out, TrueDivide)
+    if ratio is None or _expanded(ratio[0])[0] is not base:
+        return None
+    total = _elemwise_inputs(ratio[1], Add)
+    if total is None or len(total) != 2 or _expanded(total[1])[0] is not base:
+        return None
+    mu = total[0]
+    if expand is None:
+        return mu
+    return expand(mu) if mu.ndim == expand.input_ndim else None
+
+
+def _sigmoid_input(p: Any) -> Any:
+    """Return ``x`` where ``p`` is the graph ``sigmoid(x)``, else None."""
+    inputs = _elemwise_inputs(p, Sigmoid)
+    return None if inputs is None else inputs[0]
 
 
 def log1m(p: Any) -> Any:

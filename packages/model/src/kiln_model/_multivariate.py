@@ -10,7 +10,7 @@ import kiln_random as kr
 from kiln_graph import KilnTypeError, TensorVariable
 from kiln_graph import tensor as kt
 from kiln_model._distribution import Distribution, broadcast_like
-from kiln_model._math import LOG_2PI, bound, xlogy
+from kiln_model._math import LOG_2PI, bound, log_of, xlogy
 
 
 class Dirichlet(Distribution):
@@ -59,7 +59,7 @@ class Multinomial(Distribution):
     def logp(value: Any, n: Any, p: Any) -> TensorVariable:
         p = kt.as_tensor(p)
         # Normalized in log space, so that a softmax's log is the stable log_softmax.
-        log_p = kt.log(p) - kt.log(kt.sum(p, axis=-1, keepdims=True))
+        log_p = log_of(p) - kt.log(kt.sum(p, axis=-1, keepdims=True))
         terms = kt.switch(kt.eq(value, 0), 0.0, value * log_p)
         logp = (
             kt.gammaln(n + 1.0) - kt.sum(kt.gammaln(value + 1.0), axis=-1) + kt.sum(terms, axis=-1)
