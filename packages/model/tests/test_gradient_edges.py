@@ -147,12 +147,31 @@ def derived_free_parameters() -> kl.Model:
     return m
 
 
+def zero_means() -> kl.Model:
+    """Return count likelihoods whose mean or probability is 0 at a count of 0.
+
+    A Poisson regression's ``rate * exposure`` with an exposure of 0: the term is 0 and
+    its gradient 0 (once ``0 * (1 / 0)``, NaN).
+    """
+    exposure = np.array([0.0, 1.0, 2.5])
+    with kl.Model() as m:
+        u = kl.Flat("u")
+        kl.Poisson("y_poisson", kt.exp(u) * exposure, observed=[0, 1, 3])
+        kl.NegativeBinomial("y_negbin", mu=kt.exp(u) * exposure, alpha=2.0, observed=[0, 1, 3])
+        share = kt.sigmoid(u) * np.array([0.0, 0.5, 1.0])
+        kl.Binomial("y_binomial", 4, share, observed=[0, 1, 4])
+        kl.Bernoulli("y_bernoulli", share, observed=[0, 1, 1])
+        kl.ZeroInflatedPoisson("y_zip", 0.8, kt.exp(u) * exposure, observed=[0, 0, 2])
+    return m
+
+
 MODELS: dict[str, Callable[[], kl.Model]] = {
     "free_scalars": free_scalars,
     "free_parameters": free_parameters,
     "free_vectors": free_vectors,
     "derived_free_scalars": derived_free_scalars,
     "derived_free_parameters": derived_free_parameters,
+    "zero_means": zero_means,
 }
 
 

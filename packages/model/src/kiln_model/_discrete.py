@@ -62,7 +62,8 @@ class Bernoulli(Distribution):
             # log sigmoid(z) = -softplus(-z) and log(1 - sigmoid(z)) = -softplus(z): one
             # softplus, and one sigmoid in the gradient (p is in [0, 1] by construction).
             return bound(-kt.softplus(kt.switch(kt.eq(value, 1), -z, z)), binary)
-        logp = kt.switch(kt.eq(value, 1), kt.log(p), log1m(p))
+        # value log p + (1 - value) log(1 - p): each 0, with a 0 gradient, where unused
+        logp = xlogy(value, p) + xlog1m(1 - value, p)
         return bound(logp, binary, *kr.OPS["bernoulli"].conditions(p=p))
 
     @staticmethod

@@ -8,7 +8,7 @@ import numpy as np
 
 from kiln_graph import DimShuffle, Elemwise, Variable
 from kiln_graph import tensor as kt
-from kiln_graph.scalar import Add, Exp, Sigmoid, TrueDivide
+from kiln_graph.scalar import Add, Exp, Mul, Sigmoid, TrueDivide
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 LOG_2 = float(np.log(2.0))
@@ -69,27 +69,93 @@ def log_gamma_ratio(z: Any, k: Any) -> Any:
     return kt.switch(big, stirling, kt.gammaln(zg + k) - kt.gammaln(zg))
 
 
-def log_of(y: Any) -> Any:
-    """Return ``log(y)``: ``z`` itself where ``y`` is the graph ``exp(z)``.
+def _exact_log(factor: Any) -> Any:
+    """Return ``log(factor)`` where ``factor`` is ``exp(z)`` or ``sigmoid(z)``, else None.
 
-    A rate or mean given as ``exp(z)`` is subnormal below ``z = -708``, where the
-    gradient of ``log(exp(z))``, ``exp(z) / exp(z)``, overflows to ``inf / inf``. Where
-    ``y`` has axes added (a random variable's parameter), the log is taken inside them,
-    so that the stabilize phase sees ``log(softmax(x))`` too.
+    Axes added to the factor are added to its log.
+    """
+    inner, expand = _expanded(factor)
+    if (z := _elemwise_inputs(inner, Exp)) is not None:
+        out = z[0]
+    elif (z := _elemwise_inputs(inner, Sigmoid)) is not None:
+        out = -kt.softplus(-z[0])
+    else:
+        return None
+    return out if expand is None else expand(out)
+
+
+def _log_split(y: Any) -> tuple[Any, Any]:
+    """Return ``(log_part, rest)``: ``log(y) == log_part + log(rest)``; None where absent.
+
+    ``log_part`` is the exact log of the factors of ``y`` that are ``exp(z)`` (``z``) or
+    ``sigmoid(z)`` (``-softplus(-z)``); ``y`` may be one such factor, or a product (axes
+    added to any factor, or to the whole, are kept).
     """
     base, expand = _expanded(y)
-    if expand is None and _elemwise_inputs(y, Exp) is None:
-        return kt.log(y)
-    inputs = _elemwise_inputs(base, Exp)
-    log_base = kt.log(base) if inputs is None else inputs[0]
-    out = log_base if expand is None else expand(log_base)
-    return out if inputs is None or out.dtype == y.dtype else kt.cast(out, y.dtype)
+    factors = _elemwise_inputs(base, Mul) or [base]
+    logs, rest = [], []
+    for factor in factors:
+        exact = _exact_log(factor)
+        (rest if exact is None else logs).append(factor if exact is None else exact)
+    if not logs:
+        return None, y
+    log_part, others = logs[0], rest[0] if rest else None
+    for more in logs[1:]:
+        log_part = log_part + more
+    for more in rest[1:]:
+        others = others * more
+    if expand is not None:
+        log_part, others = expand(log_part), None if others is None else expand(others)
+    return log_part, others
+
+
+def _guarded(y: Any, unused: Any, fill: float) -> Any:
+    """Return ``y``, ``fill`` where ``unused``: for ``x * log(y)`` at ``x == 0``.
+
+    There the product is 0 whatever ``y``, but its gradient is ``0 * (1 / y)``: NaN at
+    ``y == 0`` (a Poisson mean ``rate * exposure`` with an exposure of 0 and a count of
+    0). Only a leaf or a product is guarded: the log of anything else may be what a
+    stabilize rule rewrites (``log(sigmoid(x))``, ``log(1 + x)``).
+    """
+    return kt.switch(unused, fill, y) if _guardable(y) else y
+
+
+def _guardable(y: Any) -> bool:
+    """Whether ``y`` (axes added or not) is a leaf or a product (see :func:`_guarded`)."""
+    base = _expanded(y)[0]
+    return base.owner is None or _elemwise_inputs(base, Mul) is not None
+
+
+def log_of(y: Any, unused: Any = None) -> Any:
+    """Return ``log(y)``, exact for each factor ``exp(z)`` or ``sigmoid(z)`` of ``y``.
+
+    A rate given as ``exp(z)`` (times an exposure) is subnormal below ``z = -708``, where
+    the gradient of ``log(exp(z))``, ``exp(z) / exp(z)``, overflows to ``inf / inf``.
+    Where ``y`` has axes added (a random variable's parameter), the log is taken inside
+    them, so that the stabilize phase sees ``log(softmax(x))`` too. ``unused``: where the
+    caller multiplies the log by 0 (:func:`_guarded`).
+    """
+    log_part, rest = _log_split(y)
+    if log_part is None:
+        base, expand = _expanded(y)
+        if expand is not None and (unused is None or not _guardable(base)):
+            return expand(kt.log(base))
+        return kt.log(y if unused is None else _guarded(y, unused, 1.0))
+    if rest is not None:
+        log_part = log_part + kt.log(rest if unused is None else _guarded(rest, unused, 1.0))
+    if log_part.dtype == y.dtype or log_part.dtype.startswith("float"):
+        return log_part
+    return kt.cast(log_part, y.dtype)
 
 
 def xlogy(x: Any, y: Any) -> Any:
-    """Return ``x * log(y)`` (:func:`log_of`), 0 where ``x == 0`` (even if ``y == 0``)."""
+    """Return ``x * log(y)`` (:func:`log_of`), 0 where ``x == 0`` (even if ``y == 0``).
+
+    Its gradient is 0 there too, where ``y`` is a leaf or a product (:func:`_guarded`).
+    """
     x = kt.as_tensor(x)
-    return kt.switch(kt.eq(x, 0), 0.0, x * log_of(y))
+    zero = kt.eq(x, 0)
+    return kt.switch(zero, 0.0, x * log_of(y, zero))
 
 
 def xlog1py(x: Any, y: Any) -> Any:
@@ -161,6 +227,10 @@ def log1m(p: Any) -> Any:
 
 
 def xlog1m(x: Any, p: Any) -> Any:
-    """Return ``x * log(1 - p)`` (see :func:`log1m`), 0 where ``x == 0``."""
+    """Return ``x * log(1 - p)`` (see :func:`log1m`), 0 where ``x == 0``.
+
+    Its gradient is 0 there too, at ``p == 1`` included (:func:`_guarded`).
+    """
     x = kt.as_tensor(x)
-    return kt.switch(kt.eq(x, 0), 0.0, x * log1m(p))
+    zero = kt.eq(x, 0)
+    return kt.switch(zero, 0.0, x * log1m(_guarded(p, zero, 0.0)))
