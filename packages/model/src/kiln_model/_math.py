@@ -93,7 +93,8 @@ def _log_split(y: Any) -> tuple[Any, Any]:
     """
     base, expand = _expanded(y)
     factors = _elemwise_inputs(base, Mul) or [base]
-    logs, rest = [], []
+    logs: list[Any] = []
+    rest: list[Any] = []
     for factor in factors:
         exact = _exact_log(factor)
         (rest if exact is None else logs).append(factor if exact is None else exact)
