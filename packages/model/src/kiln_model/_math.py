@@ -124,7 +124,7 @@ def _guarded(y: Any, unused: Any, fill: float) -> Any:
 def _guardable(y: Any) -> bool:
     """Whether ``y`` (axes added or not) is a leaf or a product (see :func:`_guarded`)."""
     base = _expanded(y)[0]
-    return base.owner is None or _elemwise_inputs(base, Mul) is not None
+    return getattr(base, "owner", None) is None or _elemwise_inputs(base, Mul) is not None
 
 
 def log_of(y: Any, unused: Any = None) -> Any:
