@@ -327,6 +327,71 @@ def test_toposort_stop_at():
     assert kg.toposort(x) == []
 
 
+def _loop_model(groups: int = 8):
+    """Return the inputs and [value, gradient] of a log density written as a Python loop."""
+    mu, sigma = kt.vector("mu"), kt.vector("sigma")
+    terms = []
+    for k in range(groups):
+        residual = (kt.constant(np.arange(3.0) + k) - mu[k]) / sigma[k]
+        terms.append(kt.sum(residual * residual) + kt.log(sigma[k]))
+    value = terms[0]
+    for t in terms[1:]:
+        value = value + t
+    return [mu, sigma], [value, *kg.grad(value, [mu, sigma])]
+
+
+def _most_live(order, outputs):
+    """Return the most values computed and still to be read at any step of ``order``."""
+    last: dict = {}
+    for step, node in enumerate(order):
+        for v in node.inputs:
+            last[v] = step
+    for v in outputs:
+        last[v] = len(order)
+    live, most = set(), 0
+    for step, node in enumerate(order):
+        live = {v for v in live if last.get(v, -1) >= step}
+        live.update(o for o in node.outputs if o in last)
+        most = max(most, len(live))
+    return most
+
+
+def test_schedule_is_a_topological_order_of_the_nodes_toposort_finds():
+    inputs, outputs = _loop_model()
+    for stop in ([], inputs, [outputs[0]]):
+        order = kg.schedule(outputs, stop_at=stop)
+        assert sorted(map(id, order)) == sorted(map(id, kg.toposort(outputs, stop_at=stop)))
+        position = {node: i for i, node in enumerate(order)}
+        for node in order:
+            for v in node.inputs:
+                if v.owner is not None and v not in stop:
+                    assert position[v.owner] < position[node]
+    x, y, e, out = _example()
+    assert kg.schedule(out, stop_at=[e]) == kg.toposort(out, stop_at=[e])
+    assert kg.schedule(x) == []
+
+
+def test_schedule_keeps_fewer_values_alive_than_a_depth_first_walk():
+    inputs, outputs = _loop_model()
+    walk = _most_live(kg.toposort(outputs, stop_at=inputs), outputs)
+    scheduled = _most_live(kg.schedule(outputs, stop_at=inputs), outputs)
+    # Measured: 23 against 38 (8 groups). The value's terms no longer wait for the
+    # gradient's walk: each group's residuals die in the group.
+    assert 3 * scheduled < 2 * walk
+
+
+def test_program_runs_the_scheduled_order():
+    inputs, outputs = _loop_model()
+    assert Program(inputs, outputs).nodes == kg.schedule(outputs, stop_at=inputs)
+    mu, sigma = np.linspace(-1.0, 1.0, 8), np.linspace(0.5, 2.0, 8)
+    value, dmu, dsigma = Program(inputs, outputs)([mu, sigma])
+    data = np.arange(3.0)[None, :] + np.arange(8.0)[:, None]
+    z = (data - mu[:, None]) / sigma[:, None]
+    np.testing.assert_allclose(value, np.sum(z**2) + np.sum(np.log(sigma)), rtol=1e-12)
+    np.testing.assert_allclose(dmu, -2 * np.sum(z, axis=1) / sigma, rtol=1e-12)
+    np.testing.assert_allclose(dsigma, -2 * np.sum(z**2, axis=1) / sigma + 1 / sigma, rtol=1e-12)
+
+
 def test_ancestors_and_graph_inputs():
     x, y, e, out = _example()
     anc = kg.ancestors(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from kiln_graph import Variable, toposort
+from kiln_graph import Apply, Variable, schedule, toposort
 
 
 class FunctionGraph:
@@ -16,7 +16,7 @@ class FunctionGraph:
     of ``update_targets`` (the shared variables written after each call).
     """
 
-    __slots__ = ("inputs", "outputs", "n_explicit", "update_targets", "_digest")
+    __slots__ = ("inputs", "outputs", "n_explicit", "update_targets", "_digest", "_nodes")
 
     def __init__(
         self,
@@ -30,6 +30,7 @@ class FunctionGraph:
         self.n_explicit = n_explicit
         self.update_targets = tuple(update_targets)
         self._digest: str | None = None
+        self._nodes: list[Apply] | None = None
 
     @property
     def n_outputs(self) -> int:
@@ -37,9 +38,11 @@ class FunctionGraph:
         return len(self.outputs) - len(self.update_targets)
 
     @property
-    def nodes(self) -> list:
-        """The Apply nodes in topological order."""
-        return toposort(self.outputs, stop_at=self.inputs)
+    def nodes(self) -> list[Apply]:
+        """The Apply nodes in the order programs run them (:func:`kiln_graph.schedule`)."""
+        if self._nodes is None:
+            self._nodes = schedule(self.outputs, stop_at=self.inputs)
+        return list(self._nodes)
 
     def with_outputs(self, outputs: Sequence[Variable]) -> FunctionGraph:
         """Return the same function with ``outputs`` (e.g. rewritten) in place of these."""
@@ -69,7 +72,7 @@ class FunctionGraph:
                     return v.digest_bytes
                 return memo[v]
 
-            for node in self.nodes:
+            for node in toposort(self.outputs, stop_at=self.inputs):
                 n = hashlib.sha256(node.op.digest_bytes)
                 for i in node.inputs:
                     n.update(key(i))

@@ -50,6 +50,7 @@ from kiln_graph._subtensor import Subtensor as Subtensor
 from kiln_graph._traversal import ancestors as ancestors
 from kiln_graph._traversal import graph_inputs as graph_inputs
 from kiln_graph._traversal import graph_replace as graph_replace
+from kiln_graph._traversal import schedule as schedule
 from kiln_graph._traversal import toposort as toposort
 from kiln_graph._types import RandomGeneratorType as RandomGeneratorType
 from kiln_graph._types import TensorType as TensorType

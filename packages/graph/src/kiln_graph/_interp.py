@@ -12,7 +12,7 @@ from typing import Any
 
 from kiln_graph._errors import KilnValueError
 from kiln_graph._node import Apply, Constant, Variable
-from kiln_graph._traversal import toposort
+from kiln_graph._traversal import schedule
 
 
 class MissingInputError(KilnValueError):
@@ -36,7 +36,7 @@ class Program:
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.backend = backend
-        self.nodes = toposort(self.outputs, stop_at=self.inputs)
+        self.nodes = schedule(self.outputs, stop_at=self.inputs)
         slot: dict[Variable, int] = {}
         template: list[Any] = []
 

@@ -38,6 +38,93 @@ def toposort(
     return order
 
 
+def schedule(
+    outputs: Variable | Iterable[Variable], stop_at: Iterable[Variable] = ()
+) -> list[Apply]:
+    """Return the nodes computing ``outputs`` in the order a program runs them.
+
+    A topological order (the nodes of :func:`toposort`) chosen so that values die soon
+    after they are made, which is what the in-place phase can reuse, what a generated
+    function keeps in registers, and what a function split into chunks
+    (:mod:`kiln_numba`) passes from one chunk to another:
+
+    - a depth-first walk from the outputs, the deepest output first. In a function
+      returning a log density and its gradient, the gradient's graph reads most of the
+      density's intermediate values, so the density's own nodes come next to them
+      rather than all before the gradient starts;
+    - a node that becomes the last reader not yet run of a value runs as soon as its
+      inputs are ready, rather than where the walk reaches it, when it has one output
+      with at most the dimensions of its largest input (so the value it frees is not
+      traded for a larger one): the terms of a sum of log densities are taken where
+      their residuals are made and used by the gradient.
+
+    The VM, every linker and the in-place phase (:mod:`kiln_rewrite.inplace`) run nodes
+    in this order. It depends only on the graph's structure and its variables' types,
+    so a node whose Op is replaced by one of the same output types (an in-place variant)
+    keeps its place.
+    """
+    outs = as_variable_list(outputs)
+    stop = set(stop_at)
+    depth: dict[Apply, int] = {}
+    for node in toposort(outs, stop):
+        depth[node] = 1 + max(
+            (depth[v.owner] for v in node.inputs if v.owner is not None and v not in stop),
+            default=0,
+        )
+    order = toposort(
+        sorted(outs, key=lambda v: 0 if v in stop else -depth.get(v.owner, 0)),  # type: ignore[arg-type]
+        stop,
+    )
+    return _pull_last_readers(order, stop)
+
+
+def _pull_last_readers(order: Sequence[Apply], stop: Container[Variable]) -> list[Apply]:
+    """Return ``order`` with each last reader of a value run as soon as it is ready.
+
+    See :func:`schedule`; a reader is moved only where its single output has at most
+    the dimensions of its largest input.
+    """
+    readers: dict[Variable, list[Apply]] = {}
+    missing: dict[Apply, int] = {}
+    for node in order:
+        computed = [v for v in dict.fromkeys(node.inputs) if v.owner is not None and v not in stop]
+        for v in computed:
+            readers.setdefault(v, []).append(node)
+        missing[node] = len(computed)
+    unread = {v: len(r) for v, r in readers.items()}
+    done: set[Apply] = set()
+    result: list[Apply] = []
+
+    def ready_last_reader(v: Variable) -> Apply | None:
+        if unread.get(v) != 1:
+            return None
+        node = next(r for r in readers[v] if r not in done)
+        if missing[node] or len(node.outputs) != 1:
+            return None
+        widest = max(getattr(i.type, "ndim", 0) for i in node.inputs)
+        return node if getattr(node.outputs[0].type, "ndim", 0) <= widest else None
+
+    for first in order:
+        stack = [first]
+        while stack:
+            node = stack.pop()
+            if node in done:
+                continue
+            result.append(node)
+            done.add(node)
+            for out in node.outputs:
+                for reader in readers.get(out, ()):
+                    missing[reader] -= 1
+            values = [v for v in dict.fromkeys(node.inputs) if v in unread]
+            for v in values:
+                unread[v] -= 1
+            for v in reversed([*values, *node.outputs]):
+                pulled = ready_last_reader(v)
+                if pulled is not None:
+                    stack.append(pulled)
+    return result
+
+
 def ancestors(
     outputs: Variable | Iterable[Variable], stop_at: Iterable[Variable] = ()
 ) -> list[Variable]:

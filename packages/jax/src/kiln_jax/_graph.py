@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import Apply, Constant, KilnValueError, Variable, toposort
+from kiln_graph import Apply, Constant, KilnValueError, Variable, schedule
 from kiln_jax._funcify import JaxImpl, jax_funcify
 from kiln_random import RandomVariable
 
@@ -50,7 +50,7 @@ class JaxGraph:
     def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
-        self.nodes: list[Apply] = toposort(list(self.outputs), stop_at=list(self.inputs))
+        self.nodes: list[Apply] = schedule(list(self.outputs), stop_at=list(self.inputs))
         self.impls: list[JaxImpl] = []
         for node in self.nodes:
             try:

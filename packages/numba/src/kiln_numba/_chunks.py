@@ -19,6 +19,7 @@ split only where that costs less than the superlinear growth of one function.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from kiln_numba._funcify import ModuleBuilder
@@ -38,6 +39,7 @@ _ASSIGN = re.compile(
     r"\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)"
 )
 _FOR = re.compile(r"^\s*for\s+(?P<targets>[^:]+?)\s+in\b")
+_VIEW = re.compile(r"^(?P<name>[A-Za-z_]\w*) = (?P<base>[A-Za-z_]\w*)\[(?P<index>[-\d:, ]+)\]$")
 
 
 def _bound(line: str) -> list[str]:
@@ -104,7 +106,8 @@ def split_body(
     expressions of parameters that bind them (packed constants:
     :func:`kiln_numba._codegen.generate`): every function that reads such a name binds
     it at its top, so it is never passed from one function to another; the body
-    returned binds only those its own lines read. A body of at most ``whole`` lines (default
+    returned binds only those its own lines read. A split body treats its views of
+    parameters (:func:`_parameter_views`) the same way. A body of at most ``whole`` lines (default
     :data:`WHOLE_LINES`) or about ``size`` lines (default :data:`CHUNK_LINES`), or one
     with a ``return`` before its last line, is returned whole (after those bindings). Each chunk
     function takes the values it reads that earlier chunks (or ``params``) bound, and
@@ -124,6 +127,8 @@ def split_body(
     pieces = _cut(lines[:-1], size)
     if len(pieces) < 2:
         return _bind(lines, bound)
+    views = _parameter_views(lines, params)
+    bound = {**views, **bound}
     local: set[str] = set(params) | set(bound)
     for line in lines:
         if not line.lstrip().startswith("#"):
@@ -141,7 +146,7 @@ def split_body(
     outs: list[list[str]] = [[] for _ in pieces]
     for k in range(len(pieces) - 1, -1, -1):
         reads, binds, kills = analysed[k]
-        outs[k] = sorted(binds & needed)
+        outs[k] = sorted((binds & needed) - views.keys())
         needed = (needed - kills) | set(reads)
     body: list[str] = []
     for piece, (reads, _, _), returned in zip(pieces, analysed, outs, strict=True):
@@ -159,6 +164,32 @@ def split_body(
         body.append(f"({targets}) = {name}({args})" if returned else f"{name}({args})")
     body.append(lines[-1])
     return _bind(body, bound)
+
+
+def _parameter_views(lines: Sequence[str], params: Sequence[str]) -> dict[str, str]:
+    """Return the names bound once, at the top level, to a constant slice of a parameter.
+
+    Such a view (``v_5 = i0[92:96]``) is bound again by each chunk that reads it rather
+    than passed: a chunk's argument is an array's data, shape and strides, and the
+    function calling the chunks holds a reference to it from one call to the next. Its
+    index has a slice, so it is a view of the parameter's memory, never a copy: binding
+    it later sees the same values, whatever was written through either.
+    """
+    assigned = Counter(
+        n for line in lines if not line.lstrip().startswith("#") for n in _bound(line)
+    )
+    views: dict[str, str] = {}
+    for line in lines:
+        m = _VIEW.match(line)
+        if (
+            m
+            and ":" in m["index"]
+            and m["base"] in params
+            and assigned[m["name"]] == 1
+            and not assigned[m["base"]]
+        ):
+            views[m["name"]] = f"{m['base']}[{m['index']}]"
+    return views
 
 
 def _reads_of(lines: Sequence[str], names: Sequence[str]) -> list[str]:

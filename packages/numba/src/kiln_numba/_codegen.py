@@ -21,7 +21,7 @@ from kiln_graph import (
     FusedReduce,
     TensorType,
     Variable,
-    toposort,
+    schedule,
 )
 from kiln_numba._chunks import split_body
 from kiln_numba._funcify import (
@@ -229,7 +229,7 @@ def write_body(
             names[v] = scope.constant_name(v)
         return names[v]
 
-    nodes = toposort(list(outputs), stop_at=list(inputs))
+    nodes = schedule(list(outputs), stop_at=list(inputs))
     clients, destroyed = _uses(nodes)
     gathers = _loop_gathers(nodes, outputs, clients, destroyed)
     scalars = _loop_scalars(nodes, outputs, clients, destroyed)

@@ -1,9 +1,10 @@
 """The in-place phase: ops overwrite intermediate buffers that nothing reads afterwards.
 
-It works on the linearized program: the nodes in ``toposort(outputs, stop_at=inputs)``
-order, which is the order the VM (:class:`kiln_graph.Program`) and every linker run
-them in. A liveness analysis over that order, with alias sets, decides where an op may
-write its output into one of its input's buffers:
+It works on the linearized program: the nodes in ``schedule(outputs, stop_at=inputs)``
+order (:func:`kiln_graph.schedule`), which is the order the VM
+(:class:`kiln_graph.Program`) and every linker run them in. A liveness analysis over
+that order, with alias sets, decides where an op may write its output into one of its
+input's buffers:
 
 - every value lives in one or more *buffers*. A root (graph input, shared variable,
   constant) has its own; an op output has a new one, unless the op declares it a view
@@ -15,10 +16,10 @@ write its output into one of its input's buffers:
   input has the output's dtype and shape (checked by the variant's builder).
 
 The result is a new graph whose in-place nodes are new Ops (different props). Replacing
-an Op keeps each node's inputs, so the new graph's ``toposort`` is the old one node by
-node, and every in-place op still runs after every other reader of the buffer it
-overwrites; :func:`apply_inplace` checks this, and :func:`check_inplace` checks any
-graph. A linker must therefore run nodes in ``toposort`` order (or respect the same
+an Op keeps each node's inputs and output types, so the new graph's ``schedule`` is
+the old one node by node, and every in-place op still runs after every other reader of
+the buffer it overwrites; :func:`apply_inplace` checks this, and :func:`check_inplace` checks any
+graph. A linker must therefore run nodes in ``schedule`` order (or respect the same
 dependencies) when the graph has in-place nodes; a backend without in-place semantics
 (JAX) can exclude the ``inplace`` tag.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kiln_graph import Apply, KilnError, Op, Variable, toposort
+from kiln_graph import Apply, KilnError, Op, Variable, schedule
 from kiln_rewrite._db import register_global
 
 #: A buffer is named by the variable that first held it (a root or a fresh op output).
@@ -114,7 +115,7 @@ def plan_inplace(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> dic
     Greedy in program order: a node takes the first of its variants (:func:`inplace_variants`)
     whose overwritten input is dead after it, given the choices made before it.
     """
-    return _plan(toposort(outputs, stop_at=inputs), inputs, outputs)
+    return _plan(schedule(outputs, stop_at=inputs), inputs, outputs)
 
 
 def _plan(
@@ -139,10 +140,10 @@ def _plan(
 def check_inplace(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
     """Raise :class:`InplaceError` if an op overwrites a buffer whose value is still needed.
 
-    Runs the liveness analysis of the program ``toposort(outputs, stop_at=inputs)``
+    Runs the liveness analysis of the program ``schedule(outputs, stop_at=inputs)``
     with each node's own ``destroy_map``.
     """
-    order = toposort(outputs, stop_at=inputs)
+    order = schedule(outputs, stop_at=inputs)
     live = _Liveness(order, outputs)
     for v in inputs:
         live.of(v)
@@ -166,7 +167,7 @@ def apply_inplace(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> li
     merged nodes so that the order would differ, the graph is returned unchanged.
     """
     outs = list(outputs)
-    order = toposort(outs, stop_at=inputs)
+    order = schedule(outs, stop_at=inputs)
     chosen = _plan(order, inputs, outs)
     if not chosen:
         return outs
@@ -183,7 +184,7 @@ def apply_inplace(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> li
         memo.update(zip(node.outputs, new_node.outputs, strict=True))
         expected.append(new_node)
     new_outs = [memo.get(v, v) for v in outs]
-    if toposort(new_outs, stop_at=inputs) != expected:
+    if schedule(new_outs, stop_at=inputs) != expected:
         return outs
     return new_outs
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln_graph import Apply, Constant, KilnValueError, Variable, toposort
+from kiln_graph import Apply, Constant, KilnValueError, Variable, schedule
 from kiln_random import RandomVariable
 from kiln_torch._funcify import TorchImpl, torch_funcify
 
@@ -82,7 +82,7 @@ class TorchProgram:
     def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
-        self.nodes: list[Apply] = toposort(list(self.outputs), stop_at=list(self.inputs))
+        self.nodes: list[Apply] = schedule(list(self.outputs), stop_at=list(self.inputs))
         self.filename = f"<kiln_torch program {next(_COUNTER)}>"
         self.constants: dict[str, np.ndarray] = {}
         self._functions: dict[str, Any] = {}
