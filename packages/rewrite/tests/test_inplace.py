@@ -13,10 +13,12 @@ from kiln_graph import (
     KilnValueError,
     OpFromGraph,
     graph_inputs,
+    schedule,
     toposort,
 )
 from kiln_graph._join import Split
 from kiln_graph._math import Add, Exp, Mul
+from kiln_graph.testing import evaluate
 from kiln_rewrite.inplace import InplaceError, apply_inplace, check_inplace, plan_inplace
 
 VM_RUN = FAST_RUN.with_linker("vm")
@@ -139,7 +141,7 @@ def test_a_value_with_two_readers_is_overwritten_only_by_the_last():
     t = kt.exp(x)
     out = (t * 2) * (t + 1)
     f = _compile([x], out, NO_FUSION)
-    order = toposort(f.fgraph.outputs)
+    order = schedule(f.fgraph.outputs, stop_at=f.fgraph.inputs)
     t_new = order[0].outputs[0]
     readers = [i for i, n in enumerate(order) if t_new in n.inputs]
     assert len(readers) == 2
@@ -153,7 +155,7 @@ def test_a_view_keeps_its_base_alive():
     t = kt.exp(x)
     out = (t.T + 1) * t  # t is read after its view's reader
     f = _compile([x], out, NO_FUSION)
-    order = toposort(f.fgraph.outputs)
+    order = schedule(f.fgraph.outputs, stop_at=f.fgraph.inputs)
     add = next(n for n in order if isinstance(n.op, Elemwise) and isinstance(n.op.scalar_op, Add))
     assert not add.op.destroy_map
     a = np.random.default_rng(3).normal(size=(3, 3))
@@ -214,22 +216,45 @@ def test_rewritten_graph_runs_in_the_order_the_plan_assumed():
     t = kt.exp(x)
     u = kt.log1p(kt.abs(t))
     outs = [(t * u) + (u - t) * kt.sin(t), kt.sum(u * 2)]
-    old_order = toposort(outs, stop_at=[x])
+    old_order = schedule(outs, stop_at=[x])
     chosen = plan_inplace([x], outs)
     assert chosen
     new_outs = apply_inplace([x], outs)
-    new_order = toposort(new_outs, stop_at=[x])
+    new_order = schedule(new_outs, stop_at=[x])
     assert len(new_order) == len(old_order)
     for old, new in zip(old_order, new_order, strict=True):
         assert new.op == chosen.get(old, old.op)
     check_inplace([x], new_outs)
 
 
+def test_the_plan_follows_the_schedule_where_it_is_not_a_plain_walk():
+    """A log density written as a loop and its gradient: schedule reorders the walk."""
+    mu, sigma = kt.vector("mu"), kt.vector("sigma")
+    terms = [kt.sum(((np.arange(3.0) + k) - mu[k]) ** 2 / sigma[k]) for k in range(6)]
+    value = terms[0]
+    for t in terms[1:]:
+        value = value + t
+    outs = [value, *kt.grad(value, [mu, sigma])]
+    order = schedule(outs, stop_at=[mu, sigma])
+    assert order != toposort(outs, stop_at=[mu, sigma])
+    chosen = plan_inplace([mu, sigma], outs)
+    assert chosen
+    new_outs = apply_inplace([mu, sigma], outs)
+    new_order = schedule(new_outs, stop_at=[mu, sigma])
+    assert len(new_order) == len(order)
+    for old, new in zip(order, new_order, strict=True):
+        assert new.op == chosen.get(old, old.op)
+    check_inplace([mu, sigma], new_outs)
+    givens = {mu: np.linspace(-1.0, 1.0, 6), sigma: np.linspace(0.5, 2.0, 6)}
+    for got, want in zip(evaluate(new_outs, givens), evaluate(outs, givens), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_the_vm_runs_the_nodes_in_the_order_the_analysis_used():
     t = kt.exp(x)
     f = _compile([x, y], [(t * 2) * (t + y), kt.inc_subtensor(t[0], y[1]) - 1], NO_FUSION)
     assert _inplace_nodes(f)
-    assert f.thunk.nodes == toposort(f.fgraph.outputs, stop_at=f.fgraph.inputs)
+    assert f.thunk.nodes == schedule(f.fgraph.outputs, stop_at=f.fgraph.inputs)
 
 
 def test_a_graph_that_already_has_inplace_nodes_is_left_valid():
