@@ -180,7 +180,7 @@ def generate(fgraph: FunctionGraph) -> Generated:
     scope = FunctionScope(constant_name)
     pack = scope.pack = ConstantPack(constants)
     in_names = [f"i{k}" for k in range(len(fgraph.inputs))]
-    write_body(module, scope, fgraph.inputs, in_names, fgraph.outputs)
+    write_body(module, scope, fgraph.inputs, in_names, fgraph.outputs, fgraph.nodes)
     # A constant whose op wrote it as a literal is never read: it is not a parameter.
     code = "\n".join(line for line in scope.lines if not line.lstrip().startswith("#"))
     read = set(re.findall(r"\bc\d+\b", code))
@@ -213,12 +213,14 @@ def write_body(
     inputs: Sequence[Variable],
     in_names: Sequence[str],
     outputs: Sequence[Variable],
+    nodes: Sequence[Apply] | None = None,
 ) -> None:
     """Write the statements computing ``outputs`` from ``inputs`` into ``scope``.
 
     Each node's statements come from :func:`numba_funcify` (object mode when it has no
     implementation); constants are named by ``scope.constant_name``. The body ends by
-    returning the tuple of ``outputs``.
+    returning the tuple of ``outputs``. ``nodes``: the program's order, where the caller
+    has it (``FunctionGraph.nodes``); :func:`kiln_graph.schedule` otherwise.
     """
     names: dict[Variable, str] = dict(zip(inputs, in_names, strict=True))
 
@@ -229,7 +231,8 @@ def write_body(
             names[v] = scope.constant_name(v)
         return names[v]
 
-    nodes = schedule(list(outputs), stop_at=list(inputs))
+    if nodes is None:
+        nodes = schedule(list(outputs), stop_at=list(inputs))
     clients, destroyed = _uses(nodes)
     gathers = _loop_gathers(nodes, outputs, clients, destroyed)
     scalars = _loop_scalars(nodes, outputs, clients, destroyed)
