@@ -37,7 +37,7 @@ def _run(inv_mass, collect, update, n_draws=300, seed=0):
     draws, stats = np.empty((n_draws, 4)), np.empty((n_draws, core.N_STATS))
     core.sample_chunk(
         _gaussian_native, 0, rng, q, grad, logp, inv_mass, adapt, welford, n_draws, draws,
-        stats, 0.8, 10, 1000.0, True, collect, update,
+        stats, 0.8, 10, 1000.0, 0.0, True, collect, update,
     )  # fmt: skip
     return welford, draws, -(draws - MU) / SD**2  # the Gaussian's gradient at each draw
 

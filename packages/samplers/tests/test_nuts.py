@@ -16,7 +16,7 @@ from numba import carray, cfunc
 
 import kiln_samplers as ks
 from kiln_compile import CacheWarning, DiskCache
-from kiln_samplers import _c_nuts
+from kiln_samplers import _c_nuts, _dense_metric, _nuts
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import final_buffer, regularized_variance, warmup_schedule
 from kiln_samplers._native import NativeLogp
@@ -265,9 +265,43 @@ def test_a_log_density_that_raises_rejects_the_point():
 
 
 def test_without_tuning_the_initial_step_size_search_is_used():
-    trace = ks.sample_nuts(Gaussian(), draws=50, tune=0, chains=1, random_seed=4, progressbar=False)
+    kwargs = dict(draws=50, tune=0, chains=1, random_seed=4, progressbar=False)
+    trace = ks.sample_nuts(Gaussian(), **kwargs)  # a diagonal metric: no jitter
     step = trace.sample_stats["step_size"]
     assert np.all(step == step[0, 0]) and 0.0 < step[0, 0] < 0.5  # the heuristic's, not 1.0
+    # Jittered: each transition's step is within 10% of that one.
+    jittered = ks.NutsSettings(step_size_jitter=0.1)
+    ratio = ks.sample_nuts(Gaussian(), settings=jittered, **kwargs).sample_stats["step_size"]
+    ratio = ratio / step[0, 0]
+    assert np.all((0.9 <= ratio) & (ratio <= 1.1)) and np.ptp(ratio) > 0.1
+
+
+def test_the_default_jitter_follows_the_mass_matrix():
+    default, grad = ks.NutsSettings(), ks.NutsSettings(adaptation="grad")
+    assert _nuts.jitter_of(default, None) == 0.0  # Stan's diagonal metric
+    assert _nuts.jitter_of(grad, None) == _nuts.GAUSSIAN_JITTER == 0.1  # nutpie's
+    dense = _dense_metric.DenseMetric(3)
+    assert _nuts.jitter_of(default, dense) == 0.0  # diagonal until it adapts
+    dense.factor[:] = np.linalg.cholesky(np.array([[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0, 0, 1]]))
+    assert _nuts.jitter_of(default, dense) == 0.1
+    assert _nuts.jitter_of(ks.NutsSettings(step_size_jitter=0.0), dense) == 0.0
+    with pytest.raises(
+        ValueError, match=r"step_size_jitter: expected None or a number in \[0, 1\), got 1.5"
+    ):
+        ks.NutsSettings(step_size_jitter=1.5)
+
+
+def test_the_step_size_jitter_is_uniform_over_its_band():
+    # 2000 draws of the factor: their quartiles against the uniform's (a 3-sigma band).
+    trace = ks.sample_nuts(
+        Gaussian(), settings=ks.NutsSettings(step_size_jitter=0.3), draws=2000, tune=0,
+        chains=1, random_seed=5, progressbar=False,
+    )  # fmt: skip
+    factor = trace.sample_stats["step_size"].ravel()
+    factor = factor / factor.mean()
+    assert np.all((0.7 - 1e-2 <= factor) & (factor <= 1.3 + 1e-2))
+    quartiles = np.quantile(factor, [0.25, 0.5, 0.75])
+    np.testing.assert_allclose(quartiles, [0.85, 1.0, 1.15], atol=0.03)
 
 
 def test_log_add_exp_matches_numpy():
@@ -348,7 +382,7 @@ _needs_cc = pytest.mark.skipif(_c_nuts._compiler() is None, reason="no C compile
 
 def _chunk(
     sample_chunk, seed, adapt_step_size, collect_variance, update_metric, n_draws=200,
-    max_depth=10, model=_gaussian_native, inv_mass=(1.0, 0.01, 9.0, 400.0),
+    max_depth=10, model=_gaussian_native, inv_mass=(1.0, 0.01, 9.0, 400.0), jitter=0.0,
 ):  # fmt: skip
     """Run ``sample_chunk`` on a 4-d model from one state; return everything it wrote.
 
@@ -365,23 +399,34 @@ def _chunk(
     draws, stats = np.empty((n_draws, 4)), np.empty((n_draws, core.N_STATS))
     logp = sample_chunk(
         model, user_data, rng, q, grad, logp, inv_mass, adapt, welford, n_draws,
-        draws, stats, 0.8, max_depth, 1000.0, adapt_step_size, collect_variance, update_metric,
+        draws, stats, 0.8, max_depth, 1000.0, jitter, adapt_step_size, collect_variance,
+        update_metric,
     )  # fmt: skip
     return [logp, q, grad, inv_mass, adapt, welford, draws, stats, rng.random()]
 
 
 @_needs_cc
 @pytest.mark.parametrize(
-    "flags", [(True, True, False), (False, False, False), (True, True, True), (True, False, True)]
+    "flags",
+    [
+        (core.ADAPT_ACCEPT, True, False, 0.0),
+        (core.ADAPT_OFF, False, False, 0.0),
+        (core.ADAPT_ACCEPT, True, True, 0.0),
+        (core.ADAPT_ACCEPT, False, True, 0.0),
+        (core.ADAPT_SYMMETRIC, True, True, 0.1),
+        (core.ADAPT_OFF, False, False, 0.3),
+    ],
 )
 @_needs_cc
 def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(flags):
-    # flags: adapt_step_size, collect_variance, update_metric (the gradient-based metric)
+    # flags: adapt_step_size, collect_variance, update_metric (the gradient-based
+    # metric), step-size jitter
+    *flags, jitter = flags
     c_chunk = _c_nuts.sample_chunk_for(_gaussian_native)
     assert c_chunk is not None, _c_nuts._state.error
     for seed in (0, 1):
-        expected = _chunk(core.sample_chunk, seed, *flags)
-        got = _chunk(c_chunk, seed, *flags)
+        expected = _chunk(core.sample_chunk, seed, *flags, jitter=jitter)
+        got = _chunk(c_chunk, seed, *flags, jitter=jitter)
         for a, b in zip(expected, got, strict=True):
             np.testing.assert_array_equal(a, b)  # the generator too: the same numbers drawn
 

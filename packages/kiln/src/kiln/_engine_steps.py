@@ -153,8 +153,8 @@ class CategoricalGibbsMetropolis(StepMethod):
 class NUTS(StepMethod):
     """NUTS over continuous variables (given the others, in a compound step).
 
-    Options: ``target_accept`` (0.8), ``max_treedepth`` (10), ``max_energy_error``.
-    Alone over every free variable it runs kiln's compiled NUTS engine.
+    Options: ``target_accept`` (0.8), ``max_treedepth`` (10), ``max_energy_error``,
+    ``step_size_jitter`` (none). Alone over every free variable it runs kiln's compiled NUTS engine.
     """
 
     sampler = ks.NUTS
@@ -295,11 +295,12 @@ def report(message: str, progressbar: bool) -> None:
 
 def _nuts_options(run: EngineRun) -> dict[str, Any]:
     options = dict(run.options)
-    unknown = sorted(set(options) - {"max_treedepth", "max_energy_error"})
+    accepted = ["max_energy_error", "max_treedepth", "step_size_jitter"]
+    unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise KilnTypeError(
             f"nuts_sampler_kwargs: unknown keys {unknown} for NUTS in a compound step; "
-            "accepted: ['max_energy_error', 'max_treedepth']"
+            f"accepted: {accepted}"
         )
     return {"target_accept": run.target_accept, **options}
 

@@ -96,7 +96,10 @@ def sample(
     sampler loop in compiled code; ``"vm"`` and the others run a Python loop).
 
     ``nuts_sampler_kwargs`` are the NUTS engine's options. kiln's NUTS takes
-    ``max_treedepth`` (10), ``max_energy_error`` (1000), ``adaptation``, the warm-up
+    ``max_treedepth`` (10), ``max_energy_error`` (1000), ``step_size_jitter`` (each
+    transition's step size is the adapted one times a uniform draw from [1 - jitter,
+    1 + jitter]; by default 0.1, nutpie's, under a dense mass matrix or nutpie's
+    schedule and none under a diagonal one), ``adaptation``, the warm-up
     of its diagonal mass matrix: ``"stan"`` (the default, Stan's windows) or ``"grad"``
     (nutpie's gradient-based estimate; the user guide's warm-up section compares them),
     and ``metric``: ``"auto"`` (the default: diagonal, or dense where the warm-up finds

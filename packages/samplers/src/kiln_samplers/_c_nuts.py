@@ -267,7 +267,7 @@ def library() -> Any:
                 _state.path = None
             lib.kiln_nuts_sample_chunk.restype = _f8
             lib.kiln_nuts_sample_chunk.argtypes = (
-                _p, _p, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8,
+                _p, _p, _p, _i8, _p, _p, _f8, _p, _p, _p, _i8, _p, _p, _f8, _i8, _f8, _f8,
                 _i4, _i4, _i4, ctypes.POINTER(_i4), ctypes.POINTER(_i8),
             )  # fmt: skip
             screened = (
@@ -306,7 +306,8 @@ def _pointer(array: np.ndarray, rows: int | None = None) -> int:
 
 def _sample_chunk(lib: Any, bitgens: dict[int, tuple[Any, int]], *args: Any) -> float:
     (fn, user_data, rng, q, grad, logp, inv_mass, adapt, welford, n_draws, draws, stats,
-     target_accept, max_depth, max_energy_error, adapt_step, collect, update) = args  # fmt: skip
+     target_accept, max_depth, max_energy_error, jitter, adapt_step, collect,
+     update) = args  # fmt: skip
     n = q.shape[0]
     if (
         grad.shape != (n,) or inv_mass.shape != (n,) or adapt.shape != (5,)
@@ -324,7 +325,7 @@ def _sample_chunk(lib: Any, bitgens: dict[int, tuple[Any, int]], *args: Any) -> 
             fn.native.logp_cptr, user_data, entry[1], n, _pointer(q), _pointer(grad), logp,
             _pointer(inv_mass), _pointer(adapt), _pointer(welford), n_draws,
             _pointer(draws, n_draws), _pointer(stats, n_draws), target_accept, max_depth,
-            max_energy_error, bool(adapt_step), bool(collect), bool(update),
+            max_energy_error, float(jitter), int(adapt_step), bool(collect), bool(update),
             ctypes.byref(status), ctypes.byref(done),
         )  # fmt: skip
     if status.value == 1:

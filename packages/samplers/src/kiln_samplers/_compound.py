@@ -32,6 +32,7 @@ from kiln_samplers._nuts import (
     NutsSettings,
     _find_step_size,
     _restart_step_size,
+    jitter_of,
 )
 from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel
@@ -85,9 +86,12 @@ class NUTS(Step):
         target_accept: float = 0.8,
         max_treedepth: int = 10,
         max_energy_error: float = 1000.0,
+        step_size_jitter: float | None = None,
     ) -> None:
         super().__init__(indices)
-        self.settings = NutsSettings(target_accept, max_treedepth, max_energy_error)
+        self.settings = NutsSettings(
+            target_accept, max_treedepth, max_energy_error, step_size_jitter
+        )
 
     def _fn(self, model: CompiledModel, x: np.ndarray) -> Callable[..., float]:
         """Return ``fn(q, grad, _) -> logp`` over the step's entries of the live ``x``."""
@@ -140,10 +144,13 @@ class NUTS(Step):
         a = s.adapt
         adapted = a[core.COUNT] > 0 and not tuning
         eps = math.exp(a[core.LOG_EPS_BAR] if adapted else a[core.LOG_EPS])
+        jitter = jitter_of(settings, None)
+        if jitter > 0.0:
+            eps *= 1.0 + jitter * (2.0 * s.rng.random() - 1.0)
         row = np.empty(core.N_STATS)
         s.logp = core.nuts_step(
             fn, None, s.rng, s.q, s.logp, s.grad, eps, s.inv_mass,
-            settings.max_treedepth, settings.max_energy_error, row, np.zeros(1),
+            settings.max_treedepth, settings.max_energy_error, row, np.zeros(2),
         )  # fmt: skip
         x[self.indices] = s.q
         if tuning:

@@ -80,7 +80,8 @@ SAMPLE_CHUNK_SIGNATURE = types.float64(
     types.float64,
     types.int64,
     types.float64,
-    types.boolean,
+    types.float64,
+    types.int64,
     types.boolean,
     types.boolean,
 )
@@ -127,8 +128,8 @@ def _call_logp(fn, user_data, q, g):  # type: ignore[no-untyped-def]
 
 
 _HELPERS = (
-    "log_add_exp", "kinetic", "is_turning", "leapfrog", "_ckpt_indices", "nuts_step",
-    "dual_averaging", "welford_add", "grad_metric",
+    "log_add_exp", "kinetic", "symmetric_accept", "is_turning", "leapfrog", "_ckpt_indices",
+    "nuts_step", "dual_averaging", "welford_add", "grad_metric",
 )  # fmt: skip
 _namespace: dict[str, Any] = dict(vars(core))
 

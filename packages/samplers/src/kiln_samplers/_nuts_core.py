@@ -53,6 +53,18 @@ def kinetic(p, inv_mass):  # type: ignore[no-untyped-def]
     return 0.5 * total
 
 
+def symmetric_accept(error):  # type: ignore[no-untyped-def]
+    """Return nuts-rs's symmetric acceptance of a leaf: 2 e^-|error| / (1 + e^-|error|).
+
+    ``error`` is the leaf's energy minus the start's; the statistic is
+    2 min(1, e^-error) / (1 + e^-error), a function of |error| (0 when infinite).
+    """
+    if not error < np.inf:
+        return 0.0
+    decay = math.exp(-abs(error))
+    return 2.0 * decay / (1.0 + decay)
+
+
 def is_turning(p_left, p_right, p_sum, inv_mass):  # type: ignore[no-untyped-def]
     """Generalized U-turn: the momentum sum points against either end's velocity."""
     left = 0.0
@@ -123,12 +135,13 @@ def nuts_step(  # type: ignore[no-untyped-def]
     max_depth,
     max_energy_error,
     stats,
-    chosen,
+    info,
 ):
     """Run one NUTS transition from (q, logp, grad): update them in place; fill ``stats``.
 
-    Returns the new log-density; ``chosen[0]`` receives the new point's position in the
-    trajectory (leapfrog steps from the start, negative backwards; 0: it did not move).
+    Returns the new log-density; ``info[0]`` receives the new point's position in the
+    trajectory (leapfrog steps from the start, negative backwards; 0: it did not move),
+    ``info[1]`` the leaves' mean symmetric acceptance (:func:`symmetric_accept`).
     """
     n = q.shape[0]
     p0 = np.empty(n)
@@ -158,6 +171,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
     n_steps = 0
     diverging = False
     sum_accept = 0.0
+    sum_symmetric = 0.0
     max_error = 0.0
     chosen_error = 0.0
     idx_left, idx_right, idx_prop, sub_idx = 0, 0, 0, 0
@@ -198,6 +212,7 @@ def nuts_step(  # type: ignore[no-untyped-def]
             if abs(error) > max_error:
                 max_error = abs(error)
             sum_accept += math.exp(min(0.0, -error)) if error < np.inf else 0.0
+            sum_symmetric += symmetric_accept(error)
             if error > max_energy_error:
                 diverging = True
                 break
@@ -291,7 +306,8 @@ def nuts_step(  # type: ignore[no-untyped-def]
     stats[STEP_SIZE] = eps
     stats[ACCEPT] = sum_accept / max(n_steps, 1)
     stats[LP] = logp_prop
-    chosen[0] = idx_prop
+    info[0] = idx_prop
+    info[1] = sum_symmetric / max(n_steps, 1)
     return logp_prop
 
 
@@ -337,6 +353,10 @@ def grad_metric(welford, inv_mass):  # type: ignore[no-untyped-def]
 # Slots of the step-size adaptation state (dual averaging, Hoffman & Gelman 2014).
 LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU = range(5)
 GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
+#: ``sample_chunk``'s ``adapt_step_size``: keep the step size; adapt it to the leaves'
+#: mean acceptance (Stan's statistic); to their mean :func:`symmetric_accept` (nuts-rs's,
+#: late in its warm-up).
+ADAPT_OFF, ADAPT_ACCEPT, ADAPT_SYMMETRIC = 0, 1, 2
 
 
 def dual_averaging(adapt, accept, target):  # type: ignore[no-untyped-def]
@@ -366,14 +386,18 @@ def sample_chunk(  # type: ignore[no-untyped-def]
     target_accept,
     max_depth,
     max_energy_error,
+    jitter,
     adapt_step_size,
     collect_variance,
     update_metric,
 ):
     """Run ``n_draws`` transitions; write each point and its stats; return the last logp.
 
-    While ``adapt_step_size``, each transition uses ``exp(adapt[LOG_EPS])`` and updates
-    it; otherwise ``exp(adapt[LOG_EPS_BAR])``. While ``collect_variance``, each point
+    While ``adapt_step_size`` (:data:`ADAPT_ACCEPT` or :data:`ADAPT_SYMMETRIC`: the
+    statistic it targets), each transition uses ``exp(adapt[LOG_EPS])`` and updates it;
+    otherwise (:data:`ADAPT_OFF`) ``exp(adapt[LOG_EPS_BAR])``; either times a uniform
+    draw from [1 - ``jitter``, 1 + ``jitter``] when ``jitter`` > 0. While
+    ``collect_variance``, each point
     and the gradient there go into the current window's Welford sums (rows 0-4 of
     ``welford``, :data:`WELFORD_ROWS`). While ``update_metric``, they also go into the
     foreground's, and ``inv_mass`` becomes its gradient-based estimate (:func:`grad_metric`)
@@ -381,18 +405,20 @@ def sample_chunk(  # type: ignore[no-untyped-def]
     one: that moved more than 4 steps), as in nuts-rs.
     """
     n = q.shape[0]
-    chosen = np.zeros(1)
+    info = np.zeros(2)
     for k in range(n_draws):
-        eps = math.exp(adapt[LOG_EPS] if adapt_step_size else adapt[LOG_EPS_BAR])
+        eps = math.exp(adapt[LOG_EPS] if adapt_step_size != ADAPT_OFF else adapt[LOG_EPS_BAR])
+        if jitter > 0.0:
+            eps *= 1.0 + jitter * (2.0 * rng.random() - 1.0)
         row = stats[k]
         logp = nuts_step(
             fn, user_data, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error, row,
-            chosen,
+            info,
         )  # fmt: skip
-        if adapt_step_size:
-            accept = row[ACCEPT] if math.isfinite(row[ACCEPT]) else 0.0
-            dual_averaging(adapt, accept, target_accept)
-        moved = abs(chosen[0]) > 4.0 if row[DIVERGING] != 0.0 else chosen[0] != 0.0
+        if adapt_step_size != ADAPT_OFF:
+            accept = info[1] if adapt_step_size == ADAPT_SYMMETRIC else row[ACCEPT]
+            dual_averaging(adapt, accept if math.isfinite(accept) else 0.0, target_accept)
+        moved = abs(info[0]) > 4.0 if row[DIVERGING] != 0.0 else info[0] != 0.0
         if collect_variance and (moved or not update_metric):
             welford_add(welford, 0, q, grad)
         if update_metric and moved:

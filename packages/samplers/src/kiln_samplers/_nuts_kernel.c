@@ -32,6 +32,7 @@ enum { DIVERGING, ENERGY, ENERGY_ERROR, MAX_ENERGY_ERROR, TREE_DEPTH, N_STEPS, S
        ACCEPT, LP, N_STATS };
 enum { LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU };
 static const double GAMMA = 0.05, T0 = 10.0, KAPPA = 0.75;
+enum { ADAPT_OFF, ADAPT_ACCEPT, ADAPT_SYMMETRIC }; /* sample_chunk's adapt_step_size */
 /* The Welford sums: two samples of five rows (_nuts_core.WELFORD_ROWS), and the limits
  * of an inverse-mass element of the gradient-based metric. */
 enum { FOREGROUND = 5 };
@@ -71,6 +72,13 @@ static double log_add_exp(double a, double b) {
 }
 
 static double min0(double x) { return x < 0.0 ? x : 0.0; } /* Python's min(0.0, x) */
+
+/* _nuts_core.symmetric_accept */
+static double symmetric_accept(double error) {
+    if (!(error < INFINITY)) return 0.0;
+    double decay = exp(-fabs(error));
+    return 2.0 * decay / (1.0 + decay);
+}
 
 /* _nuts_core.call_logp: the log-density at x (gradient into grad); -inf where the model
  * rejects x. A fatal code is kept in m->fatal (the chunk stops after this transition). */
@@ -113,7 +121,7 @@ enum { N_TABLES = 3 };
 static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, double *grad,
                         double eps, const double *inv_mass, int64_t max_depth,
                         double max_energy_error, double *stats, double *work,
-                        double *chosen) {
+                        double *info) {
     int64_t n = m->n;
     double *w[N_WORK];
     for (int k = 0; k < N_WORK; k++) w[k] = work + (size_t)k * (size_t)n;
@@ -139,7 +147,7 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
 
     int64_t depth = 0, n_steps = 0;
     int diverging = 0;
-    double sum_accept = 0.0, max_error = 0.0, chosen_error = 0.0;
+    double sum_accept = 0.0, sum_symmetric = 0.0, max_error = 0.0, chosen_error = 0.0;
     int64_t idx_left = 0, idx_right = 0, idx_prop = 0, sub_idx = 0;
     while (depth < max_depth) {
         int forward = next_double(rng) < 0.5;
@@ -165,6 +173,7 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
             if (!isfinite(error)) error = INFINITY;
             if (fabs(error) > max_error) max_error = fabs(error);
             sum_accept += error < INFINITY ? exp(min0(-error)) : 0.0;
+            sum_symmetric += symmetric_accept(error);
             if (error > max_energy_error) { diverging = 1; break; }
             double leaf_w = -error;
             double new_sub_log_w = log_add_exp(sub_log_w, leaf_w);
@@ -254,7 +263,8 @@ static double nuts_step(model_t *m, bitgen_t *rng, double *q, double logp, doubl
     stats[STEP_SIZE] = eps;
     stats[ACCEPT] = sum_accept / (double)(n_steps > 1 ? n_steps : 1);
     stats[LP] = logp_prop;
-    *chosen = (double)idx_prop;
+    info[0] = (double)idx_prop;
+    info[1] = sum_symmetric / (double)(n_steps > 1 ? n_steps : 1);
     return logp_prop;
 }
 
@@ -337,7 +347,7 @@ double kiln_nuts_sample_chunk(
     kiln_logp_fn fn, const void *user_data, bitgen_t *rng, int64_t n, double *q,
     double *grad, double logp, double *inv_mass, double *adapt, double *welford,
     int64_t n_draws, double *draws, double *stats, double target_accept, int64_t max_depth,
-    double max_energy_error, int32_t adapt_step_size, int32_t collect_variance,
+    double max_energy_error, double jitter, int32_t adapt_step_size, int32_t collect_variance,
     int32_t update_metric, int32_t *status, int64_t *done) {
     model_t m = {fn, user_data, n, 0};
     size_t size =
@@ -346,18 +356,19 @@ double kiln_nuts_sample_chunk(
     *done = 0;
     if (work == NULL) { *status = 1; return logp; }
     *status = 0;
-    double chosen = 0.0;
+    double info[2] = {0.0, 0.0};
     for (int64_t k = 0; k < n_draws; k++) {
-        double eps = exp(adapt_step_size ? adapt[LOG_EPS] : adapt[LOG_EPS_BAR]);
+        double eps = exp(adapt_step_size != ADAPT_OFF ? adapt[LOG_EPS] : adapt[LOG_EPS_BAR]);
+        if (jitter > 0.0) eps *= 1.0 + jitter * (2.0 * next_double(rng) - 1.0);
         double *row = stats + k * N_STATS;
         logp = nuts_step(&m, rng, q, logp, grad, eps, inv_mass, max_depth, max_energy_error,
-                         row, work, &chosen);
+                         row, work, info);
         if (m.fatal) { *status = m.fatal; break; }
-        if (adapt_step_size) {
-            double accept = isfinite(row[ACCEPT]) ? row[ACCEPT] : 0.0;
-            dual_averaging(adapt, accept, target_accept);
+        if (adapt_step_size != ADAPT_OFF) {
+            double accept = adapt_step_size == ADAPT_SYMMETRIC ? info[1] : row[ACCEPT];
+            dual_averaging(adapt, isfinite(accept) ? accept : 0.0, target_accept);
         }
-        int moved = row[DIVERGING] != 0.0 ? fabs(chosen) > 4.0 : chosen != 0.0;
+        int moved = row[DIVERGING] != 0.0 ? fabs(info[0]) > 4.0 : info[0] != 0.0;
         if (collect_variance && (moved || !update_metric)) welford_add(welford, 0, q, grad, n);
         if (update_metric && moved) {
             welford_add(welford, FOREGROUND, q, grad, n);
