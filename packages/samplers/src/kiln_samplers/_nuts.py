@@ -121,9 +121,8 @@ class NutsSettings:
     (:func:`~kiln_samplers._nuts_core.symmetric_accept`; Stan's is the leaves' mean
     Metropolis acceptance, which the dual averaging's mean step size overshoots) where
     it keeps the dense metric. With ``adaptation="grad"`` it is the diagonal metric, and
-    the step size
-    targets the symmetric statistic from the last window on, as in nuts-rs;
-    ``metric="diag"`` and ``"dense"`` are Stan's windows exactly.
+    the step size targets the symmetric statistic from the last window on, as in
+    nuts-rs; ``metric="diag"`` and ``"dense"`` are Stan's windows exactly.
 
     ``step_size_jitter``: each transition's step size is the adapted one times a
     uniform draw from [1 - jitter, 1 + jitter], in the warm-up and after it. ``None``
