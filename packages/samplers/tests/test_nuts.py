@@ -16,11 +16,11 @@ from numba import carray, cfunc
 
 import kiln_samplers as ks
 from kiln_compile import CacheWarning, DiskCache
-from kiln_samplers import _c_nuts, _dense_metric, _nuts
+from kiln_samplers import _c_nuts, _dense_metric, _nuts_settings
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import final_buffer, regularized_variance, warmup_schedule
 from kiln_samplers._native import NativeLogp
-from kiln_samplers._nuts import ADAPTATIONS
+from kiln_samplers._nuts_settings import ADAPTATIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from native_models import LOGP_C, MU, SD, Native  # noqa: E402
@@ -278,13 +278,13 @@ def test_without_tuning_the_initial_step_size_search_is_used():
 
 def test_the_default_jitter_follows_the_mass_matrix():
     default, grad = ks.NutsSettings(), ks.NutsSettings(adaptation="grad")
-    assert _nuts.jitter_of(default, None) == 0.0  # Stan's diagonal metric
-    assert _nuts.jitter_of(grad, None) == _nuts.GAUSSIAN_JITTER == 0.1  # nutpie's
+    assert _nuts_settings.jitter_of(default, None) == 0.0  # Stan's diagonal metric
+    assert _nuts_settings.jitter_of(grad, None) == _nuts_settings.GAUSSIAN_JITTER == 0.1  # nutpie's
     dense = _dense_metric.DenseMetric(3)
-    assert _nuts.jitter_of(default, dense) == 0.0  # diagonal until it adapts
+    assert _nuts_settings.jitter_of(default, dense) == 0.0  # diagonal until it adapts
     dense.factor[:] = np.linalg.cholesky(np.array([[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0, 0, 1]]))
-    assert _nuts.jitter_of(default, dense) == 0.1
-    assert _nuts.jitter_of(ks.NutsSettings(step_size_jitter=0.0), dense) == 0.0
+    assert _nuts_settings.jitter_of(default, dense) == 0.1
+    assert _nuts_settings.jitter_of(ks.NutsSettings(step_size_jitter=0.0), dense) == 0.0
     with pytest.raises(
         ValueError, match=r"step_size_jitter: expected None or a number in \[0, 1\), got 1.5"
     ):

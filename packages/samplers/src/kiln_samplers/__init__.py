@@ -34,13 +34,13 @@ from kiln_samplers._nutpie import nutpie_options as nutpie_options
 from kiln_samplers._nutpie import nutpie_private_api as nutpie_private_api
 from kiln_samplers._nutpie import sample_nutpie as sample_nutpie
 from kiln_samplers._nutpie_internals import NutpieVersionWarning as NutpieVersionWarning
-from kiln_samplers._nuts import STAT_NAMES as STAT_NAMES
-from kiln_samplers._nuts import ChainResult as ChainResult
-from kiln_samplers._nuts import ChainState as ChainState
-from kiln_samplers._nuts import NutsSettings as NutsSettings
 from kiln_samplers._nuts import init_chain as init_chain
 from kiln_samplers._nuts import prefetch_native_kernel as prefetch_native_kernel
 from kiln_samplers._nuts import run_chain as run_chain
+from kiln_samplers._nuts_settings import STAT_NAMES as STAT_NAMES
+from kiln_samplers._nuts_settings import ChainResult as ChainResult
+from kiln_samplers._nuts_settings import ChainState as ChainState
+from kiln_samplers._nuts_settings import NutsSettings as NutsSettings
 from kiln_samplers._progress import Progress as Progress
 from kiln_samplers._progress import progress_bar as progress_bar
 from kiln_samplers._protocol import CompiledModel as CompiledModel

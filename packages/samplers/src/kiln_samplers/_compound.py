@@ -26,14 +26,8 @@ import numpy as np
 
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import regularized_variance, warmup_schedule
-from kiln_samplers._nuts import (
-    STAT_NAMES,
-    ChainState,
-    NutsSettings,
-    _find_step_size,
-    _restart_step_size,
-    jitter_of,
-)
+from kiln_samplers._nuts import _find_step_size, _restart_step_size
+from kiln_samplers._nuts_settings import STAT_NAMES, ChainState, NutsSettings, jitter_of
 from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel
 from kiln_samplers._sample import (

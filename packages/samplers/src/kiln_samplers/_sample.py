@@ -19,14 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from kiln_samplers._nuts import (
-    STAT_NAMES,
-    ChainResult,
-    NutsSettings,
-    init_chain,
-    run_chain,
-)
+from kiln_samplers._nuts import init_chain, run_chain
 from kiln_samplers._nuts_core import N_STATS
+from kiln_samplers._nuts_settings import STAT_NAMES, ChainResult, NutsSettings
 from kiln_samplers._progress import Progress
 from kiln_samplers._protocol import CompiledModel, NativePointers
 from kiln_samplers._threads import blas_threads_for, chain_workers
