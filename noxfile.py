@@ -2,7 +2,8 @@
 
 Sessions (``nox -l`` lists them; ``nox`` alone runs ``tests``):
 
-- ``tests``: pytest over every ``packages/*/tests`` and ``integration/``.
+- ``tests``: pytest over every ``packages/*/tests`` and ``integration/``, on one worker
+  process per CPU (at most four; pytest-xdist, each test file whole on one worker).
 - ``tests_torch``: the PyTorch backend's tests (``packages/torch/tests``, the conformance
   table on torch) and the integration tests of it (``integration/test_torch_*.py``), in
   their own virtualenv: torch's Linux wheel brings about 3 GB of CUDA libraries, kept out
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import datetime
 import graphlib
+import os
 import re
 import shutil
 import tomllib
@@ -60,6 +62,11 @@ BUILD_REQUIREMENTS = ("hatchling", "editables")  # what building packages/* edit
 ENGINES = ("nutpie", "numpyro", "blackjax")
 #: The distributed engine kl.sample(executor=...) drives (kiln[dask]; tested in CI).
 DISTRIBUTED = ("dask", "distributed")
+#: The test sessions' runner: pytest, on several worker processes (pytest-xdist).
+TEST_RUNNER = ("pytest", "pytest-xdist")
+#: At most this many test workers (one per CPU below it): each holds its own compiled
+#: functions and caches, about 1-2 GB with every backend imported.
+MAX_TEST_WORKERS = 4
 #: What the docs session installs besides the packages (pinned by constraints.txt).
 DOCS_REQUIREMENTS = ("sphinx", "myst-parser", "matplotlib")
 #: Packages whose third-party dependency is too heavy for every session (torch's Linux wheel
@@ -144,6 +151,22 @@ def _names_a_path(args: list[str]) -> bool:
     return any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in args)
 
 
+def _workers(args: list[str]) -> list[str]:
+    """Return pytest-xdist's options for the test sessions, unless ``args`` choose their own.
+
+    One worker per CPU this process may use (at most :data:`MAX_TEST_WORKERS`); a test
+    file runs whole on one worker (``--dist loadfile``), so that a module's fixtures are
+    made once. ``-n 0`` after ``--`` runs the tests in one process (for ``--pdb``).
+    """
+    if any(
+        a in ("-n", "--numprocesses", "no:xdist") or a.startswith(("-n", "--numprocesses="))
+        for a in args
+    ):
+        return []
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return ["-n", str(max(1, min(cpus or 1, MAX_TEST_WORKERS))), "--dist", "loadfile"]
+
+
 def _has_test_files() -> bool:
     patterns = ("packages/*/tests/**/test_*.py", "integration/**/test_*.py")
     return any(any(ROOT.glob(pattern)) for pattern in patterns)
@@ -156,7 +179,7 @@ def tests(session: nox.Session) -> None:
     # scikit-learn: its kernels are test_gp_sklearn's independent reference.
     install_packages(
         session,
-        "pytest",
+        *TEST_RUNNER,
         "hypothesis",
         "scipy",
         "mpmath",
@@ -170,7 +193,7 @@ def tests(session: nox.Session) -> None:
     # pytest exits 5 when it collected no test; that is only acceptable while the
     # repository has no test file at all.
     success_codes = [0] if _has_test_files() else [0, 5]
-    session.run("pytest", *args, success_codes=success_codes)
+    session.run("pytest", *_workers(args), *args, success_codes=success_codes)
 
 
 @nox.session(python=PYTHON)
@@ -179,13 +202,13 @@ def tests_torch(session: nox.Session) -> None:
     constraints = _merged_constraints(session, TORCH_CONSTRAINTS)
     # The NUTS engines too: the engine matrix's torch row (test_torch_engine_matrix.py).
     install_packages(
-        session, "pytest", "scipy", *ENGINES, heavy=("kiln-torch",), constraints=constraints
+        session, *TEST_RUNNER, "scipy", *ENGINES, heavy=("kiln-torch",), constraints=constraints
     )
     posargs = list(session.posargs)
     integration = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("integration/test_torch_*.py"))
     default = ["packages/torch/tests", *integration]
     args = posargs if _names_a_path(posargs) else [*default, *posargs]
-    session.run("pytest", *args)
+    session.run("pytest", *_workers(args), *args)
 
 
 @nox.session(python=PYTHON)
