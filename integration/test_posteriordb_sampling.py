@@ -8,8 +8,10 @@ within 4 Monte Carlo standard errors (this run's bulk ESS and the reference's ow
 10,000 draws), the sd within 10% (15% below 1000 effective draws) or, where wider, 4
 Monte Carlo standard errors of the sd (a heavy tail such as eight schools' tau: one
 draw far out moves the sd by more than 10% at 2,000 effective draws), R-hat < 1.01,
-bulk ESS >= 400, and divergences below a stated bound. Seeds are fixed. The posteriors
-whose geometry needs long runs are marked ``slow`` (``pytest -m slow`` runs them).
+bulk ESS >= 400, and divergences below a stated bound. Seeds are fixed. A posterior
+whose geometry needs long runs can be marked ``slow`` (``pytest -m slow`` runs them);
+none is now: kilpisjarvi's (intercept and slope correlated at -0.9999) takes 1.5 to 4.5
+s an engine, with kiln's dense metric and nutpie's low-rank one.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ CASES = {
     "sblrc-blr": ({}, 0, False),
     "low_dim_gauss_mix-low_dim_gauss_mix": ({}, 0, False),
     "gp_pois_regr-gp_pois_regr": ({"target_accept": 0.9}, 10, False),
-    "kilpisjarvi_mod-kilpisjarvi": ({"nuts_sampler_kwargs": {"max_treedepth": 15}}, 0, True),
+    "kilpisjarvi_mod-kilpisjarvi": ({"nuts_sampler_kwargs": {"max_treedepth": 15}}, 0, False),
 }
 
 
@@ -82,6 +84,7 @@ ENGINE_KWARGS: dict[tuple[str, str], dict[str, Any]] = {
         "random_seed": 20261203,
     },
     ("gp_pois_regr-gp_pois_regr", "nutpie"): {"target_accept": 0.9, "draws": 2000},
+    ("kilpisjarvi_mod-kilpisjarvi", "nutpie"): {"nuts_sampler_kwargs": {"adaptation": "low_rank"}},
     ("gp_pois_regr-gp_pois_regr", "numpyro"): {"target_accept": 0.95},
     ("gp_pois_regr-gp_pois_regr", "blackjax"): {"target_accept": 0.95},
     ("sblrc-blr", "blackjax"): {"draws": 2000},
