@@ -158,10 +158,7 @@ def _workers(args: list[str]) -> list[str]:
     file runs whole on one worker (``--dist loadfile``), so that a module's fixtures are
     made once. ``-n 0`` after ``--`` runs the tests in one process (for ``--pdb``).
     """
-    if any(
-        a in ("-n", "--numprocesses", "no:xdist") or a.startswith(("-n", "--numprocesses="))
-        for a in args
-    ):
+    if any(a == "no:xdist" or a.startswith(("-n", "--numprocesses")) for a in args):
         return []
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return ["-n", str(max(1, min(cpus or 1, MAX_TEST_WORKERS))), "--dist", "loadfile"]
