@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import warnings
@@ -131,6 +132,17 @@ def test_disk_cache_put_get_and_counters(tmp_path):
     assert (tmp_path / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f59")
     assert cache.put(key, b"new")  # overwriting is atomic too
     assert cache.get(key) == b"new"
+
+
+def test_a_root_whose_parent_folders_are_missing_is_made(tmp_path):
+    """A new account has no ``~/.cache``: the root's parents are made, the root private."""
+    root = tmp_path / "home" / ".cache" / "kiln"
+    cache = DiskCache("testns", root=root)
+    assert cache.put("cd" * 32, b"payload")
+    assert cache.get("cd" * 32) == b"payload"
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert (root / "CACHEDIR.TAG").exists()
+    assert not (root.parent / "CACHEDIR.TAG").exists()
 
 
 def test_disk_cache_validates_keys_and_namespaces(tmp_path):

@@ -13,7 +13,7 @@ processes writing the same key at once both succeed. A cache that cannot be writ
 (read-only folder, permission denied, disk full) turns into no cache with one warning.
 
 What is read back is trusted only as far as who could have written it (the trust
-model, ``docs/users/cache.md``):
+model, ``docs/guide.md``, "Who may write the cache?"):
 
 - the root and every folder kiln makes under it are created private (0700), and each
   entry file 0600;
@@ -408,12 +408,15 @@ def _warn_untrusted(path: Path, problem: str | None, root: Path) -> None:
 def make_private_dirs(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> None:
     """Create ``folder`` under the cache ``root`` (and the root), each new folder 0700.
 
-    A new root gets a ``CACHEDIR.TAG`` (backup tools skip it).
+    A new root gets a ``CACHEDIR.TAG`` (backup tools skip it). Missing folders above
+    the root (``~/.cache`` on a new account) are made as ``mkdir -p`` makes them: they
+    are not kiln's, so they keep the umask's mode.
     """
     base, target = Path(os.path.expanduser(root)), Path(os.path.expanduser(folder))
     if target.is_dir():
         return
     chain = _chain(base, target)
+    chain[0].parent.mkdir(parents=True, exist_ok=True)
     fresh = not base.exists() or not any(
         p for p in base.iterdir() if len(chain) < 2 or p.name != chain[1].name
     )
