@@ -38,7 +38,7 @@ scalars build + cold compile < 20 s; 2000 scalars finish; per call <= 1.2x the f
 
 Run by ``nox -s peer_sampling`` (PyMC installed), or alone:
 ``python benchmarks/cost_growth.py [--quick] [--output FILE] [--no-compile] [--no-data]
-[--families M4 scalars] [--timeout SECONDS]`` (without PyMC the PyMC side is skipped;
+[--families M4 scalars] [--timeout SECONDS] [--repeats K]`` (without PyMC the PyMC side is skipped;
 each process may take ``TIMEOUT_S``, as PyMC's cold M4 at 1,500 variables needs).
 """
 
@@ -50,6 +50,7 @@ import json
 import math
 import platform
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -274,22 +275,61 @@ def _child_data(name: str, rows: int, draws: int) -> dict:
     return out
 
 
-def _compile_side(lib: str, family: str, sizes: Sequence[int], timeout: float) -> list[dict]:
-    """Cold and warm processes of ``lib`` (kiln / pymc) at each size; stop after a failure."""
+def median_run(runs: Sequence[dict]) -> dict:
+    """Return one process's fields from ``runs`` of the same measurement: numbers as medians.
+
+    A field that is a number in every run is their median; any other is the first run's.
+    ``total_s_runs`` lists each run's ``total_s``. One run is returned as it is, and a
+    failed one (``error``) in its place.
+
+    Examples
+    --------
+    >>> median_run([{"total_s": 3.0, "cache": "miss"}, {"total_s": 1.0, "cache": "miss"},
+    ...             {"total_s": 2.0, "cache": "miss"}])
+    {'total_s': 2.0, 'cache': 'miss', 'total_s_runs': [3.0, 1.0, 2.0]}
+    """
+    failed = [r for r in runs if "error" in r]
+    if len(runs) == 1 or failed:
+        return failed[0] if failed else runs[0]
+    out: dict = {}
+    for key, value in runs[0].items():
+        values = [r.get(key) for r in runs]
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        out[key] = statistics.median(values) if numbers else value  # type: ignore[type-var]
+    out["total_s_runs"] = [r.get("total_s") for r in runs]
+    return out
+
+
+def _compile_side(
+    lib: str, family: str, sizes: Sequence[int], timeout: float, repeats: int = 1
+) -> list[dict]:
+    """Cold and warm processes of ``lib`` (kiln / pymc) at each size; stop after a failure.
+
+    ``repeats`` pairs of a cold and a warm process per size, each pair on a new cache
+    folder: the row holds their medians (:func:`median_run`).
+    """
     import stage2
 
     rows = []
     for size in sizes:
         args = ["--child-compile", lib, family, str(size)]
-        with tempfile.TemporaryDirectory(prefix="kiln-growth-") as cache_dir:
-            cold = stage2.run_child(args, cache_dir, timeout, Path(__file__))
-            warm = (
-                stage2.run_child(args, cache_dir, timeout, Path(__file__))
-                if "error" not in cold
-                else {"error": "skipped: the cold process failed"}
-            )
+        colds, warms = [], []
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory(prefix="kiln-growth-") as cache_dir:
+                cold = stage2.run_child(args, cache_dir, timeout, Path(__file__))
+                warm = (
+                    stage2.run_child(args, cache_dir, timeout, Path(__file__))
+                    if "error" not in cold
+                    else {"error": "skipped: the cold process failed"}
+                )
+            colds.append(cold)
+            warms.append(warm)
+            total = cold.get("total_s", cold.get("error"))
+            print(f"  {lib} {family} {size}: cold {total}", flush=True)
+            if "error" in cold:
+                break
+        cold, warm = median_run(colds), median_run(warms)
         rows.append({"size": size, "cold": cold, "warm": warm})
-        print(f"  {lib} {family} {size}: cold {cold.get('total_s', cold.get('error'))}", flush=True)
         if "error" in cold:
             break
     return rows
@@ -299,12 +339,18 @@ def _free_vars(family: str, size: int) -> int:
     return size * M4_VARS_PER_GROUP if family == "M4" else size
 
 
-def run_compile(sizes: dict[str, Sequence[int]], timeout: float, pymc: bool) -> dict[str, dict]:
-    """Return, per family, kiln's and PyMC's cold/warm compile at each size, and growth."""
+def run_compile(
+    sizes: dict[str, Sequence[int]], timeout: float, pymc: bool, repeats: int = 1
+) -> dict[str, dict]:
+    """Return, per family, kiln's and PyMC's cold/warm compile at each size, and growth.
+
+    kiln's processes run ``repeats`` times per size (medians); PyMC's once (its cold
+    compile of the largest M4 takes many minutes).
+    """
     out: dict[str, dict] = {}
     for family, groups in sizes.items():
         free = [_free_vars(family, s) for s in groups]
-        sides = {"kiln": _compile_side("kiln", family, groups, timeout)}
+        sides = {"kiln": _compile_side("kiln", family, groups, timeout, repeats)}
         if pymc:
             sides["pymc"] = _compile_side("pymc", family, groups, timeout)
         res: dict = {"free_variables": free, **sides, "growth": {}, "ratios": []}
@@ -439,6 +485,10 @@ def main() -> None:
         "--timeout", type=float, default=TIMEOUT_S, help="seconds per process (default %(default)s)"
     )
     parser.add_argument("--draws", type=int, default=None, help="tune = draws of kl.sample")
+    parser.add_argument(
+        "--repeats", type=int, default=1,
+        help="kiln's cold and warm compile processes per size, medians (default %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--child-compile", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--child-data", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -474,7 +524,10 @@ def main() -> None:
         report["pytensor_version"] = pytensor.__version__
     compile_sizes = QUICK_COMPILE_SIZES if args.quick else COMPILE_SIZES
     compile_sizes = {f: compile_sizes[f] for f in args.families}
-    report["compile"] = {} if args.no_compile else run_compile(compile_sizes, args.timeout, pymc)
+    report["repeats"] = args.repeats
+    report["compile"] = (
+        {} if args.no_compile else run_compile(compile_sizes, args.timeout, pymc, args.repeats)
+    )
     if args.output:  # the compile part kept should the data part fail
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(report, indent=2))

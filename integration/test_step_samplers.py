@@ -83,7 +83,6 @@ def _load_models() -> Any:
     return sys.modules[name]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("step", "chains"), [("DEMetropolis", 8), ("DEMetropolisZ", 4)])
 def test_differential_evolution_on_a_posteriordb_reference(step: str, chains: int) -> None:
     """DEMetropolis's population needs about 2 d chains or more (ter Braak 2006)."""

@@ -8,8 +8,9 @@ an op without one raises the error that names it (``test_an_op_without_...``).
 
 The table runs twice: eagerly (``MlxLinker.compile`` off) and through ``mx.compile``
 (the default), whose fused kernels the C++ compiler builds, kept in the kiln cache
-root. The compiled run (its elementwise float64 group by default, every group with ``-m
-slow``) leaves out the cases of the ops that always run eagerly
+root (about ten minutes of C++ builds on a cold cache, on this 2-core machine: each
+group is a test of its own). The compiled run leaves out the cases of the ops that
+always run eagerly
 (:data:`kiln_mlx._special.UNCOMPILABLE`: a function with one of them is never given
 to ``mx.compile``), so that every function it builds is compiled: an eager fallback
 would be an ``EagerWarning``, an error under the tests' warning filter.
@@ -63,20 +64,7 @@ def test_values_and_gradients(group: str) -> None:
     report.check()
 
 
-#: The compiled groups of the default run: the elementwise ops in float64, where fused
-#: kernels could round otherwise than eager MLX (about three minutes of C++ builds on a
-#: cold cache). The others, the float32 mode's and the rest (four minutes more: each
-#: reduction, linear-algebra and fusion case builds kernels), are marked slow.
-DEFAULT_COMPILED = ("elemwise[float64]",)
-
-
-@pytest.mark.parametrize(
-    "group",
-    [
-        g if g in DEFAULT_COMPILED else pytest.param(g, marks=pytest.mark.slow)
-        for g in COMPILED_GROUPS
-    ],
-)
+@pytest.mark.parametrize("group", list(COMPILED_GROUPS))
 def test_values_and_gradients_through_mx_compile(group: str) -> None:
     """The same checks with every function compiled by ``mx.compile``."""
     assert MlxLinker.compile
