@@ -77,3 +77,29 @@ def test_decorated_functions_run_inside() -> None:
     assert third_threshold() == FULL_COLLECTION_THRESHOLD
     assert third_threshold() == FULL_COLLECTION_THRESHOLD
     assert gc.get_threshold()[2] == 10
+
+
+def test_collect_and_freeze_finalizes_the_garbage_and_freezes_the_rest() -> None:
+    from kiln_graph.helpers import collect_and_freeze
+
+    finalized: list[bool] = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            finalized.append(True)
+
+    kept = [1.0]
+    before = gc.get_freeze_count()
+    gc.disable()
+    try:
+        Cycle()
+        collect_and_freeze()
+        assert finalized == [True]
+        assert gc.get_freeze_count() > before + 1000
+        assert kept == [1.0]
+    finally:
+        gc.unfreeze()
+        gc.enable()
