@@ -17,8 +17,8 @@ longer (it is freed by the next full collection after the block).
 
 The same heap costs once more when the process exits: while the interpreter tears its
 modules down it runs full collections over every object left (a process that compiled
-with Numba keeps about 200,000: 0.3 s of its exit, a fifth of a cold ``python
-model.py`` of eight schools). :func:`collect_and_freeze`, run at exit (``kiln_compile``
+with Numba keeps about 200,000: 0.3 s of its exit, 15% of a cold ``python model.py``
+of eight schools). :func:`collect_and_freeze`, run at exit (``kiln_compile``
 registers it, ``config.fast_exit``), collects once and freezes what is left.
 """
 
