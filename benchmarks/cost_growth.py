@@ -492,6 +492,8 @@ def main() -> None:
     parser.add_argument("--child-compile", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--child-data", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats: expected 1 or more processes per size, got {args.repeats}")
     draws = args.draws or (50 if args.quick else 250)
     if args.child_compile or args.child_data:
         sys.path.insert(0, str(HERE))
