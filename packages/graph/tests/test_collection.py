@@ -1,4 +1,4 @@
-"""kiln_graph.helpers: rarer full collections (long_lived_objects), collect_and_freeze."""
+"""kiln_graph.helpers: long_lived_objects, freeze_survivors and collect_and_freeze."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
+from kiln_graph import _collection
 from kiln_graph._collection import FULL_COLLECTION_THRESHOLD
-from kiln_graph.helpers import collect_and_freeze, long_lived_objects
+from kiln_graph.helpers import collect_and_freeze, freeze_survivors, long_lived_objects
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +18,108 @@ def _default_thresholds():
     gc.set_threshold(700, 10, 10)
     yield
     gc.set_threshold(*saved)
+
+
+class Cycle:
+    """A reference cycle that says when it is finalized."""
+
+    def __init__(self, finalized: list[str], name: str) -> None:
+        self.me = self
+        self.finalized, self.name = finalized, name
+
+    def __del__(self) -> None:
+        self.finalized.append(self.name)
+
+
+@pytest.fixture()
+def _no_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_collection, "FREEZE_INTERVAL_S", 0.0)
+
+
+@pytest.mark.usefixtures("_no_interval")
+def test_a_block_freezes_what_is_older_and_what_survives_then_unfreezes_it() -> None:
+    gc.unfreeze()  # as after kiln's first block: nothing frozen by anyone else
+    finalized: list[str] = []
+    with long_lived_objects():
+        older = gc.get_freeze_count()
+        assert older > 1000  # the objects that existed when the block began
+        Cycle(finalized, "garbage")
+        kept = [[i] for i in range(2000)]
+        with long_lived_objects():
+            freeze_survivors()
+        assert finalized == ["garbage"]  # collected before the survivors were frozen
+        assert gc.get_freeze_count() >= older + 2000
+    assert gc.get_freeze_count() == 0  # all unfrozen: collected as usual from now on
+    assert gc.is_tracked(kept[0]) and any(o is kept[0] for o in gc.get_objects(2))
+
+
+def test_survivors_are_frozen_at_most_once_per_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    gc.unfreeze()
+    monkeypatch.setattr(_collection, "FREEZE_INTERVAL_S", 3600.0)
+    finalized: list[str] = []
+    with long_lived_objects():
+        older = gc.get_freeze_count()
+        gc.disable()
+        try:
+            Cycle(finalized, "garbage")
+            freeze_survivors()  # too soon after the block began
+            assert finalized == []
+            assert gc.get_freeze_count() == older
+        finally:
+            gc.enable()
+    gc.collect()
+    assert finalized == ["garbage"]
+
+
+@pytest.mark.usefixtures("_no_interval")
+def test_objects_frozen_by_someone_else_are_left_alone() -> None:
+    finalized: list[str] = []
+    try:
+        with long_lived_objects():
+            pass
+        assert gc.get_freeze_count() == 0
+        mine = [[i] for i in range(100)]
+        gc.freeze()  # a user's (a server before it forks)
+        frozen = gc.get_freeze_count()
+        assert frozen >= 100
+        with long_lived_objects():
+            Cycle(finalized, "garbage")
+            freeze_survivors()
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen  # not unfrozen by kiln
+        assert finalized == []  # freeze_survivors did nothing
+        assert mine
+    finally:
+        gc.unfreeze()
+        gc.collect()
+    assert finalized == ["garbage"]
+
+
+@pytest.mark.usefixtures("_no_interval")
+def test_freeze_survivors_does_nothing_outside_a_block() -> None:
+    gc.unfreeze()
+    finalized: list[str] = []
+    gc.disable()
+    try:
+        Cycle(finalized, "garbage")
+        freeze_survivors()
+        assert gc.get_freeze_count() == 0
+        assert finalized == []
+    finally:
+        gc.enable()
+        gc.collect()
+    assert finalized == ["garbage"]
+
+
+def test_the_interpreters_own_frozen_objects_count_as_nobody_elses() -> None:
+    gc.unfreeze()
+    gc.collect()  # CPython 3.12 moves its immortal tuples to the permanent generation
+    assert gc.get_freeze_count() <= _collection._INTERPRETERS_FROZEN
+    with long_lived_objects():
+        assert _collection._froze  # it froze, and so unfreezes at the end
+    assert gc.get_freeze_count() == 0
+    with long_lived_objects():
+        assert _collection._froze  # again: nothing is frozen but the interpreter's
 
 
 def test_the_third_threshold_is_raised_inside_and_restored_after() -> None:
@@ -80,21 +183,13 @@ def test_decorated_functions_run_inside() -> None:
 
 
 def test_collect_and_freeze_finalizes_the_garbage_and_freezes_the_rest() -> None:
-    finalized: list[bool] = []
-
-    class Cycle:
-        def __init__(self) -> None:
-            self.me = self
-
-        def __del__(self) -> None:
-            finalized.append(True)
-
+    finalized: list[str] = []
     before = gc.get_freeze_count()
     gc.disable()
     try:
-        Cycle()
+        Cycle(finalized, "garbage")
         collect_and_freeze()
-        assert finalized == [True]
+        assert finalized == ["garbage"]
         assert gc.get_freeze_count() > before + 1000
     finally:
         gc.unfreeze()

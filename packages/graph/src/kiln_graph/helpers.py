@@ -10,6 +10,7 @@ from kiln_graph._alloc import shape_tuple as shape_tuple
 from kiln_graph._basic import shape_constant as shape_constant
 from kiln_graph._blockwise import parse_signature as parse_signature
 from kiln_graph._collection import collect_and_freeze as collect_and_freeze
+from kiln_graph._collection import freeze_survivors as freeze_survivors
 from kiln_graph._collection import long_lived_objects as long_lived_objects
 from kiln_graph._elemwise import can_overwrite as can_overwrite
 from kiln_graph._elemwise import static_broadcast as static_broadcast

@@ -330,13 +330,15 @@ def _late_cache_class() -> type:
 
         def compile(self, sig: Any) -> Any:
             """Attach the cache (once), then compile ``sig`` or load it from the cache."""
-            from kiln_graph.helpers import long_lived_objects
+            from kiln_graph.helpers import freeze_survivors, long_lived_objects
 
             attach, self._kiln_attach = self._kiln_attach, None
             if attach is not None:
                 attach(self)
             with long_lived_objects():
-                return super().compile(sig)
+                compiled = super().compile(sig)
+                freeze_survivors()  # later collections in this compile skip what it made
+                return compiled
 
     return LateCacheDispatcher
 
