@@ -96,6 +96,36 @@ def test_objects_frozen_by_someone_else_are_left_alone() -> None:
 
 
 @pytest.mark.usefixtures("_no_interval")
+def test_what_is_frozen_after_every_block_ended_is_unfrozen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gc.unfreeze()
+    entered, leave, left = threading.Event(), threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        with long_lived_objects():
+            entered.set()
+            leave.wait()
+        left.set()
+
+    collect = gc.collect
+
+    def collect_while_the_block_ends() -> int:
+        leave.set()
+        left.wait()
+        return collect()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    entered.wait()
+    monkeypatch.setattr(gc, "collect", collect_while_the_block_ends)
+    freeze_survivors()  # in a block's time, not in the block: its end comes first
+    monkeypatch.undo()
+    thread.join()
+    assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.usefixtures("_no_interval")
 def test_freeze_survivors_does_nothing_outside_a_block() -> None:
     gc.unfreeze()
     finalized: list[str] = []

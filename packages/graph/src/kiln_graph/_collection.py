@@ -88,9 +88,14 @@ def freeze_survivors() -> None:
     with _lock:
         if _depth == 0 or not _froze or time.perf_counter() - _last_freeze < FREEZE_INTERVAL_S:
             return
-        gc.collect()
-        gc.freeze()
         _last_freeze = time.perf_counter()
+    # Outside the lock: a finalizer that the collection runs may wait for another thread.
+    gc.collect()
+    gc.freeze()
+    with _lock:
+        _last_freeze = time.perf_counter()
+        if not _froze:  # every block ended meanwhile, in other threads
+            gc.unfreeze()
 
 
 @contextlib.contextmanager
