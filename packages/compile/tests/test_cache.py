@@ -83,13 +83,13 @@ def _model():
     return namespace["model"]()
 
 
-def _run_script(cache_dir, flags=None):
+def _run_script(cache_dir, flags=None, script=SCRIPT):
     env = dict(os.environ, KILN_CACHE_DIR=str(cache_dir))
     env.pop("KILN_FLAGS", None)
     if flags:
         env["KILN_FLAGS"] = flags
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
     return json.loads(out.stdout)
 
@@ -257,6 +257,30 @@ def test_a_new_process_hits_the_cache(tmp_path):
     assert first["cache"] == "miss" and first["stats"]["stage1"]["writes"] == 1
     assert second["cache"] == "hit" and second["stats"]["stage1"]["hits"] == 1
     assert second["stats"]["stage1"]["writes"] == 0
+    np.testing.assert_allclose(
+        np.concatenate([np.ravel(r) for r in second["result"]]),
+        np.concatenate([np.ravel(r) for r in first["result"]]),
+        rtol=1e-15,
+    )
+
+
+def test_a_models_data_is_not_stored_in_its_stage1_entry(tmp_path):
+    """The entry names the function's large constants by digest; a new process has them."""
+    script = SCRIPT.replace(
+        "np.arange(12.0).reshape(4, 3) / 10", "np.arange(30000.0).reshape(10000, 3) / 1e5"
+    ).replace("np.array([0.5, 1.0, -0.3, 2.0])", "np.linspace(-1.0, 2.0, 10000)")
+    assert script != SCRIPT
+    for _ in range(5):
+        clear_cache(tmp_path)
+        first = _run_script(tmp_path, script=script)
+        sizes = [p.stat().st_size for p in _entries(tmp_path)]
+        second = _run_script(tmp_path, script=script)
+        if first["code"] == second["code"]:
+            break
+    else:
+        pytest.skip("kiln's source kept changing between processes")
+    assert len(sizes) == 1 and sizes[0] < 20_000  # X and y are 320,000 bytes
+    assert first["cache"] == "miss" and second["cache"] == "hit"
     np.testing.assert_allclose(
         np.concatenate([np.ravel(r) for r in second["result"]]),
         np.concatenate([np.ravel(r) for r in first["result"]]),

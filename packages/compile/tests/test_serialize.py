@@ -20,6 +20,7 @@ from kiln_compile import (
     loads_graph,
     prepare,
 )
+from kiln_compile._serialize import dumps_graph_parts
 from kiln_graph import KilnTypeError, OpFromGraph, TensorType, Variable, graph_replace
 from kiln_graph.testing import evaluate
 
@@ -263,3 +264,28 @@ def test_a_graph_read_back_copies_no_data_its_constants_already_hold() -> None:
         tracemalloc.stop()
     assert back is out  # the same interned nodes, constants included
     assert peak < data.nbytes / 4, peak
+
+
+def test_large_constants_the_reader_holds_are_stored_by_digest() -> None:
+    data = np.random.default_rng(1).normal(size=(200, 100))  # 160 kB
+    small = np.array([1.0, 2.0])
+    x = kt.vector("x")
+    big_c, small_c = kt.as_tensor(data), kt.as_tensor(small)
+    out = kt.sum(kt.dot(big_c, x)) + kt.sum(small_c)
+    known = [big_c, small_c]
+    stored = b"".join(dumps_graph_parts([x], [out], known))
+    assert len(stored) < 4096 < data.nbytes  # the data is not in it
+    assert len(dumps_graph([x], [out])) > data.nbytes  # without `known` it is
+    (back,) = loads_graph(stored, [x], known)
+    assert back is out
+    y = kt.vector("y")
+    (rebuilt,) = loads_graph(stored, [y], known)
+    value = np.linspace(-1.0, 1.0, 100)
+    np.testing.assert_allclose(
+        evaluate([rebuilt], {y: value})[0], data.dot(value).sum() + 3.0, rtol=1e-12
+    )
+    with pytest.raises(CorruptGraphError, match="refers to a constant not given"):
+        loads_graph(stored, [x])  # a reader without the constant cannot use the entry
+    other = kt.as_tensor(data + 1.0)
+    with pytest.raises(CorruptGraphError, match="refers to a constant not given"):
+        loads_graph(stored, [x], [other])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from kiln_graph import Apply, Variable, schedule, toposort
+from kiln_graph import Apply, Constant, Variable, schedule, toposort
 
 
 class FunctionGraph:
@@ -16,7 +16,15 @@ class FunctionGraph:
     of ``update_targets`` (the shared variables written after each call).
     """
 
-    __slots__ = ("inputs", "outputs", "n_explicit", "update_targets", "_digest", "_nodes")
+    __slots__ = (
+        "inputs",
+        "outputs",
+        "n_explicit",
+        "update_targets",
+        "_digest",
+        "_nodes",
+        "_constants",
+    )
 
     def __init__(
         self,
@@ -31,6 +39,7 @@ class FunctionGraph:
         self.update_targets = tuple(update_targets)
         self._digest: str | None = None
         self._nodes: list[Apply] | None = None
+        self._constants: tuple[Constant, ...] = ()
 
     @property
     def n_outputs(self) -> int:
@@ -59,6 +68,7 @@ class FunctionGraph:
             h = hashlib.sha256()
             position = {v: i for i, v in enumerate(self.inputs)}
             memo: dict[Variable, bytes] = {}
+            constants: dict[Constant, None] = {}
 
             def key(v: Variable) -> bytes:
                 if v in position:
@@ -69,6 +79,8 @@ class FunctionGraph:
                         + repr(v.type.key()).encode()
                     )
                 if v.owner is None:
+                    if isinstance(v, Constant):
+                        constants[v] = None
                     return v.digest_bytes
                 return memo[v]
 
@@ -82,5 +94,12 @@ class FunctionGraph:
             for o in self.outputs:
                 h.update(key(o))
             h.update(str((len(self.inputs), self.n_explicit, len(self.update_targets))).encode())
-            self._digest = h.hexdigest()
+            self._digest, self._constants = h.hexdigest(), tuple(constants)
         return self._digest
+
+    @property
+    def constants(self) -> tuple[Constant, ...]:
+        """The constants the function's graph reads (its digest covers their values)."""
+        if self._digest is None:
+            _ = self.digest  # the digest's traversal finds them
+        return self._constants

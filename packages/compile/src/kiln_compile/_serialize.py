@@ -11,9 +11,13 @@ A graph (:func:`dumps_graph`) is stored as a table: its nodes in topological ord
 each as (op, references to its inputs, output types). A reference is a position in
 ``inputs`` or an earlier node's output (non-negative: the slots are the inputs, then
 every node's outputs in order) or a constant (negative: ``-1 - k`` is the ``k``-th
-constant, stored as an array). Ops and types are stored once each. An Op is its class's
-name and its attributes (data, or other Ops); a type is its class's name and its key;
-an :class:`~kiln_graph.OpFromGraph` stores its inner graph the same way.
+constant, stored as an array). A constant of at least :data:`REFERENCE_BYTES` that the
+caller says the reader will hold too (``known``: the Stage-1 cache passes the constants
+of the graph before rewriting, which its key covers) is stored as its digest, not its
+bytes: a model's data is then neither written into the entry nor read back from it.
+Ops and types are stored once each. An Op is its class's name and its attributes
+(data, or other Ops); a type is its class's name and its key; an
+:class:`~kiln_graph.OpFromGraph` stores its inner graph the same way.
 
 Reading resolves a class name only among the Op and Type classes this process has
 already defined (no module is imported), and builds an Op from its attributes without
@@ -28,7 +32,7 @@ import functools
 import json
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,7 +50,9 @@ from kiln_graph import (
 )
 
 #: Bumped whenever the layout below changes.
-FORMAT = 2
+FORMAT = 3
+#: Constants of at least this many bytes that the reader holds are stored by digest.
+REFERENCE_BYTES = 1 << 16
 
 _MAGIC = b"KILNDATA"
 _HEAD = struct.Struct("<8sIQ")  # magic, format, length of the JSON document
@@ -120,10 +126,11 @@ def _storable_class(cls: type) -> str:
 class _Writer:
     """Turns a value into JSON-ready lists, keeping arrays' and bytes' raw bytes aside."""
 
-    def __init__(self, graphs: bool) -> None:
+    def __init__(self, graphs: bool, known: Collection[Constant] = ()) -> None:
         self.blobs: list[bytes | memoryview] = []
         self.size = 0
         self.graphs = graphs
+        self.known = {c for c in known if c.data.nbytes >= REFERENCE_BYTES}
 
     def blob(self, data: bytes | memoryview) -> list[int]:
         ref = [self.size, len(data)]  # (a memoryview here is 1-d, of bytes)
@@ -207,7 +214,10 @@ class _Writer:
                 return found
             if isinstance(v, Constant):
                 const_ref[v] = -1 - len(consts)
-                consts.append(self.value(np.asarray(v.data)))
+                if v in self.known:
+                    consts.append(["k", v.digest])
+                else:
+                    consts.append(self.value(np.asarray(v.data)))
                 return const_ref[v]
             raise GraphNotSerializableError(
                 f"the graph depends on {v!r} ({v.type}), which is neither an input nor a constant"
@@ -250,9 +260,10 @@ class _Writer:
 class _Reader:
     """The inverse of :class:`_Writer`: builds values from the lists, reading no code."""
 
-    def __init__(self, blobs: memoryview, graphs: bool) -> None:
+    def __init__(self, blobs: memoryview, graphs: bool, known: Collection[Constant] = ()) -> None:
         self.blobs = blobs
         self.graphs = graphs
+        self.known = {c.digest: c for c in known if c.data.nbytes >= REFERENCE_BYTES}
         # Equal ops and types read in one graph become one object (as a pickle's memo
         # makes them): interning their nodes then compares by identity.
         self.shared: dict[Any, Any] = {}
@@ -327,6 +338,11 @@ class _Reader:
         """
         if v.__class__ is list and v and v[0] == "a":
             return Constant.create(self.array_view(v[1:]), immutable=True)
+        if v.__class__ is list and len(v) == 2 and v[0] == "k":
+            found = self.known.get(v[1]) if isinstance(v[1], str) else None
+            if found is None:
+                raise CorruptGraphError(f"the graph refers to a constant not given: {v[1]!r}")
+            return found
         return Constant.create(self.value(v))
 
     @staticmethod
@@ -438,13 +454,17 @@ def dumps_graph(inputs: Sequence[Variable], outputs: Sequence[Variable]) -> byte
 
 
 def dumps_graph_parts(
-    inputs: Sequence[Variable], outputs: Sequence[Variable]
+    inputs: Sequence[Variable],
+    outputs: Sequence[Variable],
+    known: Collection[Constant] = (),
 ) -> list[bytes | memoryview]:
     """Return :func:`dumps_graph`'s bytes as parts: the constants' bytes are views of them.
 
-    What a cache writes part by part, holding no joined copy of a model's data.
+    What a cache writes part by part, holding no joined copy of a model's data. The
+    constants of ``known`` of at least :data:`REFERENCE_BYTES` are stored by digest:
+    :func:`loads_graph` must then be given them.
     """
-    writer = _Writer(graphs=True)
+    writer = _Writer(graphs=True, known=known)
     try:
         document = writer.table(inputs, outputs)
     except GraphNotSerializableError:
@@ -454,10 +474,13 @@ def dumps_graph_parts(
     return writer.finish(document)
 
 
-def loads_graph(payload: bytes, inputs: Sequence[Variable]) -> list[Variable]:
+def loads_graph(
+    payload: bytes, inputs: Sequence[Variable], known: Collection[Constant] = ()
+) -> list[Variable]:
     """Rebuild the outputs stored by :func:`dumps_graph` on ``inputs``; runs no stored code.
 
-    ``inputs`` must have the types of the inputs the graph was stored with.
+    ``inputs`` must have the types of the inputs the graph was stored with; ``known``
+    holds the constants that :func:`dumps_graph_parts` stored by digest.
 
     Raises
     ------
@@ -469,7 +492,7 @@ def loads_graph(payload: bytes, inputs: Sequence[Variable]) -> list[Variable]:
         document, blobs = _split(payload)
         if not isinstance(document, dict):
             raise CorruptGraphError("not a stored graph")
-        return _Reader(blobs, graphs=True).graph(document, inputs)
+        return _Reader(blobs, graphs=True, known=known).graph(document, inputs)
     except CorruptGraphError:
         raise
     except Exception as exc:  # damaged data can fail in any way while being rebuilt

@@ -32,7 +32,7 @@ from kiln_compile._serialize import (
     dumps_graph_parts,
     loads_graph,
 )
-from kiln_graph import Variable
+from kiln_graph import Constant, Variable
 from kiln_rewrite import Query, db, rewrite
 
 #: The Stage-1 namespace of the on-disk cache.
@@ -97,7 +97,9 @@ def stage1_key(fgraph: FunctionGraph, query: Query) -> str:
     return h.hexdigest()
 
 
-def _load_paused(payload: bytes, inputs: Sequence[Variable]) -> list[Variable]:
+def _load_paused(
+    payload: bytes, inputs: Sequence[Variable], known: Sequence[Constant]
+) -> list[Variable]:
     """Return :func:`loads_graph`'s outputs, the cyclic garbage collector paused meanwhile.
 
     Rebuilding a graph allocates thousands of containers, which in a process holding
@@ -107,7 +109,7 @@ def _load_paused(payload: bytes, inputs: Sequence[Variable]) -> list[Variable]:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return loads_graph(payload, inputs)
+        return loads_graph(payload, inputs, known)
     finally:
         if was_enabled:
             gc.enable()
@@ -132,7 +134,7 @@ def rewrite_stage1(fgraph: FunctionGraph, query: Query, profile: Profile | None)
     note = ""
     if payload is not None:
         try:
-            outs = _load_paused(payload, fgraph.inputs)
+            outs = _load_paused(payload, fgraph.inputs, fgraph.constants)
             if len(outs) != len(fgraph.outputs) or any(
                 a.type != b.type for a, b in zip(outs, fgraph.outputs, strict=True)
             ):
@@ -150,7 +152,9 @@ def rewrite_stage1(fgraph: FunctionGraph, query: Query, profile: Profile | None)
     outs = rewrite(fgraph.inputs, fgraph.outputs, query, stats)
     t3 = time.perf_counter()
     try:
-        blob = dumps_graph_parts(fgraph.inputs, outs)
+        # The function's own large constants (its data) are stored by digest: its key
+        # covers their values, so a process that finds the entry holds them already.
+        blob = dumps_graph_parts(fgraph.inputs, outs, fgraph.constants)
     except GraphNotSerializableError as exc:
         stored, note = False, f"not stored: {exc}"
     else:
