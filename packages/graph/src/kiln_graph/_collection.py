@@ -103,6 +103,8 @@ def long_lived_objects() -> Iterator[None]:
     """Run the block with full garbage collections 10 times rarer (re-entrant, thread-safe).
 
     For code whose allocations outlive it: building, rewriting and compiling graphs.
+    The outermost block also freezes the objects older than it, and unfreezes them and
+    what :func:`freeze_survivors` froze when it ends (unless others had frozen objects).
     Use it as a ``with`` block in the function's body: as a decorator it adds a frame,
     which moves the line that a ``warnings.warn(..., stacklevel=n)`` below it names.
     """
