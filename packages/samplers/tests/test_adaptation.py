@@ -32,7 +32,7 @@ def _run(inv_mass, collect, update, n_draws=300, seed=0):
     q = np.array([0.1, 0.2, 0.3, 0.4])
     grad = np.empty(4)
     logp = _gaussian_native(q, grad, 0)
-    adapt = np.array([np.log(0.3), 0.0, 0.0, 0.0, np.log(3.0)])
+    adapt = np.array([np.log(0.3), 0.0, 0.0, 0.0, np.log(3.0), 0.0])
     welford = new_welford(4)
     draws, stats = np.empty((n_draws, 4)), np.empty((n_draws, core.N_STATS))
     core.sample_chunk(

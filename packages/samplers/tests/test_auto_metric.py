@@ -59,10 +59,11 @@ def test_auto_takes_the_dense_metric_for_a_correlated_gaussian(native):
 def _as_stan(monkeypatch):
     """Make ``metric="auto"``'s diagonal warm-up Stan's.
 
-    The variance of the draws after the last window, Stan's final 50 iterations and its
-    acceptance statistic.
+    The variance of the draws after the last window, Stan's final 50 iterations, its
+    acceptance statistic and its dual averaging restarted at 0.
     """
     monkeypatch.setattr(_nuts, "gradient_variance", _nuts.regularized_variance)
+    monkeypatch.setattr(_nuts, "GAUSSIAN_FINAL_COUNT", 0.0)
     monkeypatch.setattr(_nuts, "final_buffer", lambda tune: 50)
     monkeypatch.setattr(_nuts, "AUTO_FINAL_STEP", _nuts.core.ADAPT_ACCEPT)
 
@@ -227,3 +228,42 @@ def test_the_gaussian_bound_is_marchenko_pasturs_largest_eigenvalue():
     largest = _dense_metric._whitened(covariance, fisher)[-1]
     assert largest == pytest.approx((1 + np.sqrt(5 / 2000)) ** 2, rel=0.15)
     assert largest < _dense_metric.GAUSSIAN_SLACK * (1 + np.sqrt(5 / 2000)) ** 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gaussian_draws_look_gaussian_and_a_funnels_do_not(seed):
+    # Correlated or not: the test whitens by the draws' own covariance.
+    assert _dense_metric.looks_gaussian(*_gaussian(500, seed=seed)) is True
+    assert _dense_metric.looks_gaussian(*_gaussian(500, np.diag(SCALES**2), seed)) is True
+    assert _dense_metric.looks_gaussian(*_correlated_funnel(500, seed)) is False
+
+
+def test_too_few_draws_or_non_finite_gradients_do_not_look_gaussian():
+    assert _dense_metric.looks_gaussian(*_gaussian(9)) is False
+    draws, _ = _gaussian(100)
+    assert _dense_metric.looks_gaussian(draws, lambda x: np.full_like(x, np.inf)) is False
+
+
+def _final_restart_counts(monkeypatch, model, native):
+    """Run ``metric="auto"`` on ``model``; return the count of each chain's last restart."""
+    counts: dict[int, float] = {}
+    restart = _nuts._restart_step_size
+
+    def recording(state, eps, count=0.0):
+        counts[id(state)] = count  # the last restart of each chain wins
+        restart(state, eps, count)
+
+    monkeypatch.setattr(_nuts, "_restart_step_size", recording)
+    ks.sample_nuts(
+        model, draws=100, tune=1000, chains=2, random_seed=3, native=native, progressbar=False
+    )
+    return sorted(counts.values())
+
+
+def test_a_gaussian_posteriors_final_dual_averaging_counts_from_3000(monkeypatch):
+    counts = _final_restart_counts(monkeypatch, Correlated(), Native(_correlated_c, n=5))
+    assert counts == [3000.0, 3000.0]
+
+
+def test_a_funnels_final_dual_averaging_restarts_at_0(monkeypatch):
+    assert _final_restart_counts(monkeypatch, ShearedFunnel(), None) == [0.0, 0.0]

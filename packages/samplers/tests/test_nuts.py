@@ -383,17 +383,19 @@ _needs_cc = pytest.mark.skipif(_c_nuts._compiler() is None, reason="no C compile
 def _chunk(
     sample_chunk, seed, adapt_step_size, collect_variance, update_metric, n_draws=200,
     max_depth=10, model=_gaussian_native, inv_mass=(1.0, 0.01, 9.0, 400.0), jitter=0.0,
+    count=0.0,
 ):  # fmt: skip
     """Run ``sample_chunk`` on a 4-d model from one state; return everything it wrote.
 
-    Without ``adapt_step_size`` the step size is 1 (``exp(adapt[LOG_EPS_BAR])``).
+    Without ``adapt_step_size`` the step size is 1 (``exp(adapt[LOG_EPS_BAR])``);
+    ``count``: the dual averaging's count, as restarted there.
     """
     user_data = 0
     rng = np.random.default_rng(seed)
     q = np.array([0.1, 0.2, 0.3, 0.4])
     grad = np.empty(4)
     logp = model(q, grad, user_data)
-    adapt = np.array([np.log(0.3), 0.0, 0.0, 0.0, np.log(3.0)])
+    adapt = np.array([np.log(0.3), 0.0, 0.0, count, np.log(3.0), count])
     welford = np.zeros((core.WELFORD_ROWS, 4))
     inv_mass = np.array(inv_mass)
     draws, stats = np.empty((n_draws, 4)), np.empty((n_draws, core.N_STATS))
@@ -429,6 +431,35 @@ def test_the_c_kernel_computes_what_the_python_core_computes_to_the_bit(flags):
         got = _chunk(c_chunk, seed, *flags, jitter=jitter)
         for a, b in zip(expected, got, strict=True):
             np.testing.assert_array_equal(a, b)  # the generator too: the same numbers drawn
+
+
+@_needs_cc
+def test_the_c_kernel_agrees_to_the_bit_after_a_restart_that_counts_from_400():
+    c_chunk = _c_nuts.sample_chunk_for(_gaussian_native)
+    assert c_chunk is not None, _c_nuts._state.error
+    flags = (core.ADAPT_ACCEPT, True, False)
+    expected = _chunk(core.sample_chunk, 0, *flags, count=400.0)
+    got = _chunk(c_chunk, 0, *flags, count=400.0)
+    for a, b in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert expected[4][core.COUNT] == 600.0  # 200 draws on from 400
+
+
+def test_the_averaged_step_restarts_with_weight_one_whatever_the_count():
+    for count in (0.0, 400.0):
+        adapt = np.array([np.log(0.3), 0.0, 0.0, count, np.log(3.0), count])
+        core.dual_averaging(adapt, 0.6, 0.8)
+        assert adapt[core.LOG_EPS_BAR] == adapt[core.LOG_EPS]  # the first iterate, alone
+        # the gain: about 1 / (γ √count) on the first error, (0.8 - 0.6) / (count + T0)
+        h = 0.2 / (count + 1.0 + core.T0)
+        expected = np.log(3.0) - np.sqrt(count + 1.0) / core.GAMMA * h
+        assert adapt[core.LOG_EPS] == pytest.approx(expected)
+        previous = adapt[core.LOG_EPS_BAR]
+        core.dual_averaging(adapt, 0.9, 0.8)
+        weight = 2.0**-core.KAPPA  # the second iterate's weight, counted from the restart
+        assert adapt[core.LOG_EPS_BAR] == pytest.approx(
+            weight * adapt[core.LOG_EPS] + (1 - weight) * previous
+        )
 
 
 @_needs_cc

@@ -310,7 +310,7 @@ def _sample_chunk(lib: Any, bitgens: dict[int, tuple[Any, int]], *args: Any) -> 
      update) = args  # fmt: skip
     n = q.shape[0]
     if (
-        grad.shape != (n,) or inv_mass.shape != (n,) or adapt.shape != (5,)
+        grad.shape != (n,) or inv_mass.shape != (n,) or adapt.shape != (core.N_ADAPT,)
         or welford.shape != (core.WELFORD_ROWS, n) or draws.shape[1:] != (n,)
         or stats.shape[1:] != (core.N_STATS,)
     ):  # fmt: skip

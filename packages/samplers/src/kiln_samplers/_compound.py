@@ -111,7 +111,7 @@ class NUTS(Step):
             logp=float(logp),
             grad=np.asarray(grad)[self.indices].copy(),
             inv_mass=np.ones(n),
-            adapt=np.zeros(5),
+            adapt=np.zeros(core.N_ADAPT),
             welford=np.zeros((3, n)),
             rng=rng,
         )

@@ -222,4 +222,36 @@ def prefers_dense(
     gain = MIN_GAIN * (1.0 + n / COST_DIM) ** 2 if final else TRY_GAIN
     if _spread(diag_whitened) < gain * _spread(whitened):
         return False
-    return not final or bool(whitened[-1] <= GAUSSIAN_SLACK * (1.0 + math.sqrt(n / m)) ** 2)
+    return not final or _within_gaussian_noise(whitened, m)
+
+
+def _within_gaussian_noise(whitened: np.ndarray, m: int) -> bool:
+    """Whether ``Lᵀ F L``'s largest eigenvalue is a Gaussian posterior's sampling noise.
+
+    ``whitened``: the eigenvalues, from ``m`` draws; within :data:`GAUSSIAN_SLACK` of
+    Marchenko and Pastur's ``(1 + √(n/m))²``.
+    """
+    n = whitened.shape[0]
+    return bool(whitened[-1] <= GAUSSIAN_SLACK * (1.0 + math.sqrt(n / m)) ** 2)
+
+
+def looks_gaussian(window: np.ndarray, gradients: Callable[[np.ndarray], np.ndarray]) -> bool:
+    """Whether a window of draws (one per row) and their gradients fit a Gaussian posterior.
+
+    The test :func:`prefers_dense` asks of its ``final`` metric: whitened by the draws'
+    regularized covariance, the gradients' covariance has no eigenvalue far above its
+    Gaussian sampling noise (a funnel's neck has). False where the window has under
+    ``2 n`` draws or a gradient is not finite.
+    """
+    m, n = window.shape
+    covariance = regularized_covariance(window) if m >= 2 * n else None
+    if covariance is None:
+        return False
+    at_draws = gradients(window)
+    if not np.all(np.isfinite(at_draws)):
+        return False
+    try:
+        whitened = _whitened(covariance, np.atleast_2d(np.cov(at_draws, rowvar=False)))
+    except np.linalg.LinAlgError:
+        return False
+    return _within_gaussian_noise(whitened, m)

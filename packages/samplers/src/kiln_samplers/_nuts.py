@@ -27,6 +27,7 @@ import numpy as np
 
 from kiln_samplers import _nuts_core as core
 from kiln_samplers._adaptation import (
+    GAUSSIAN_FINAL_COUNT,
     GradWindows,
     final_buffer,
     grad_schedule,
@@ -39,6 +40,7 @@ from kiln_samplers._adaptation import (
 from kiln_samplers._dense_metric import (
     AUTO_MAX_DIM,
     DenseMetric,
+    looks_gaussian,
     prefers_dense,
     regularized_covariance,
 )
@@ -225,19 +227,25 @@ def init_chain(
         logp=float(logp),
         grad=np.ascontiguousarray(grad, dtype="float64").copy(),
         inv_mass=np.ones(n),
-        adapt=np.zeros(5),
+        adapt=np.zeros(core.N_ADAPT),
         welford=new_welford(n),
         rng=rng,
     )
 
 
-def _restart_step_size(state: ChainState, eps: float) -> None:
+def _restart_step_size(state: ChainState, eps: float, count: float = 0.0) -> None:
+    """Restart the dual averaging at step size ``eps`` and its count at ``count``.
+
+    The averaged step starts anew with the count; a count ``N`` gives a gain of about
+    1/(γ√N) per iteration from the first.
+    """
     a = state.adapt
     a[core.LOG_EPS] = math.log(eps)
     a[core.MU] = math.log(10.0 * eps)
     a[core.LOG_EPS_BAR] = 0.0
     a[core.H_BAR] = 0.0
-    a[core.COUNT] = 0.0
+    a[core.COUNT] = count
+    a[core.AVERAGE_FROM] = count
 
 
 def prefetch_native_kernel() -> None:
@@ -457,7 +465,10 @@ def _warm_up_stan(
     The step size is searched again and its dual averaging restarted after each window,
     and the mass matrix re-estimated (:func:`_end_window`). ``metric="auto"`` ends with
     :func:`~kiln_samplers._adaptation.final_buffer` iterations adapting the step size
-    only; ``"diag"`` and ``"dense"`` with Stan's 50.
+    only; ``"diag"`` and ``"dense"`` with Stan's 50. Under ``"auto"``, where the last
+    window's draws look Gaussian (:func:`~kiln_samplers._dense_metric.looks_gaussian`),
+    the final dual averaging counts from
+    :data:`~kiln_samplers._adaptation.GAUSSIAN_FINAL_COUNT`.
     """
     state, settings = pieces.state, pieces.settings
     _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state))
@@ -484,9 +495,17 @@ def _warm_up_stan(
             window.append(pieces.positions(warm_draws[:m]))
         i = stop_at
         if i in ends:
-            _end_window(pieces, np.concatenate(window) if window else None, i == last_end)
+            drawn = np.concatenate(window) if window else None
+            _end_window(pieces, drawn, i == last_end)
             window = []
-            _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state))
+            gaussian = (
+                i == last_end
+                and settings.metric == "auto"
+                and drawn is not None
+                and looks_gaussian(drawn, pieces.model_gradients)
+            )
+            count = GAUSSIAN_FINAL_COUNT if gaussian else 0.0
+            _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state), count)
     return pieces.n_leapfrog, True
 
 

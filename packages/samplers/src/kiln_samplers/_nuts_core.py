@@ -350,8 +350,10 @@ def grad_metric(welford, inv_mass):  # type: ignore[no-untyped-def]
                 inv_mass[i] = min(max(ratio, INV_MASS_LOWER), INV_MASS_UPPER)
 
 
-# Slots of the step-size adaptation state (dual averaging, Hoffman & Gelman 2014).
-LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU = range(5)
+# Slots of the step-size adaptation state (dual averaging, Hoffman & Gelman 2014);
+# AVERAGE_FROM: the count at the last restart, where the averaged log step starts anew.
+LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU, AVERAGE_FROM = range(6)
+N_ADAPT = 6
 GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
 #: ``sample_chunk``'s ``adapt_step_size``: keep the step size; adapt it to the leaves'
 #: mean acceptance (Stan's statistic); to their mean :func:`symmetric_accept` (nuts-rs's,
@@ -360,13 +362,17 @@ ADAPT_OFF, ADAPT_ACCEPT, ADAPT_SYMMETRIC = 0, 1, 2
 
 
 def dual_averaging(adapt, accept, target):  # type: ignore[no-untyped-def]
-    """Update the step-size state ``adapt`` after a transition with acceptance ``accept``."""
+    """Update the step-size state ``adapt`` after a transition with acceptance ``accept``.
+
+    The averaged log step weighs the new iterate ``(COUNT - AVERAGE_FROM)^-κ``: 1 at the
+    first update after a restart, whatever count the restart set.
+    """
     adapt[COUNT] += 1.0
     t = adapt[COUNT]
     eta = 1.0 / (t + T0)
     adapt[H_BAR] = (1.0 - eta) * adapt[H_BAR] + eta * (target - accept)
     adapt[LOG_EPS] = adapt[MU] - math.sqrt(t) / GAMMA * adapt[H_BAR]
-    weight = t ** (-KAPPA)
+    weight = (t - adapt[AVERAGE_FROM]) ** (-KAPPA)
     adapt[LOG_EPS_BAR] = weight * adapt[LOG_EPS] + (1.0 - weight) * adapt[LOG_EPS_BAR]
 
 

@@ -30,7 +30,7 @@ typedef int (*kiln_logp_fn)(size_t n, const double *x, double *grad, double *log
 /* Slots of a stats row and of the step-size state (as in _nuts_core). */
 enum { DIVERGING, ENERGY, ENERGY_ERROR, MAX_ENERGY_ERROR, TREE_DEPTH, N_STEPS, STEP_SIZE,
        ACCEPT, LP, N_STATS };
-enum { LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU };
+enum { LOG_EPS, LOG_EPS_BAR, H_BAR, COUNT, MU, AVERAGE_FROM };
 static const double GAMMA = 0.05, T0 = 10.0, KAPPA = 0.75;
 enum { ADAPT_OFF, ADAPT_ACCEPT, ADAPT_SYMMETRIC }; /* sample_chunk's adapt_step_size */
 /* The Welford sums: two samples of five rows (_nuts_core.WELFORD_ROWS), and the limits
@@ -274,7 +274,7 @@ static void dual_averaging(double *adapt, double accept, double target) {
     double eta = 1.0 / (t + T0);
     adapt[H_BAR] = (1.0 - eta) * adapt[H_BAR] + eta * (target - accept);
     adapt[LOG_EPS] = adapt[MU] - sqrt(t) / GAMMA * adapt[H_BAR];
-    double weight = pow(t, -KAPPA);
+    double weight = pow(t - adapt[AVERAGE_FROM], -KAPPA);
     adapt[LOG_EPS_BAR] = weight * adapt[LOG_EPS] + (1.0 - weight) * adapt[LOG_EPS_BAR];
 }
 
