@@ -211,10 +211,9 @@ def prefers_dense(
     dense, diag = regularized_covariance(window), regularized_covariance(window, True)
     if dense is None or diag is None:
         return False
-    at_draws = gradients(window)
-    if not np.all(np.isfinite(at_draws)):
+    fisher = _gradient_covariance(window, gradients)
+    if fisher is None:
         return False
-    fisher = np.atleast_2d(np.cov(at_draws, rowvar=False))
     try:
         whitened, diag_whitened = _whitened(dense, fisher), _whitened(diag, fisher)
     except np.linalg.LinAlgError:
@@ -223,6 +222,16 @@ def prefers_dense(
     if _spread(diag_whitened) < gain * _spread(whitened):
         return False
     return not final or _within_gaussian_noise(whitened, m)
+
+
+def _gradient_covariance(
+    window: np.ndarray, gradients: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray | None:
+    """Return the covariance of the gradients at the window's draws (None: one not finite)."""
+    at_draws = gradients(window)
+    if not np.all(np.isfinite(at_draws)):
+        return None
+    return np.atleast_2d(np.cov(at_draws, rowvar=False))
 
 
 def _within_gaussian_noise(whitened: np.ndarray, m: int) -> bool:
@@ -245,13 +254,11 @@ def looks_gaussian(window: np.ndarray, gradients: Callable[[np.ndarray], np.ndar
     """
     m, n = window.shape
     covariance = regularized_covariance(window) if m >= 2 * n else None
-    if covariance is None:
-        return False
-    at_draws = gradients(window)
-    if not np.all(np.isfinite(at_draws)):
+    fisher = _gradient_covariance(window, gradients) if covariance is not None else None
+    if covariance is None or fisher is None:
         return False
     try:
-        whitened = _whitened(covariance, np.atleast_2d(np.cov(at_draws, rowvar=False)))
+        whitened = _whitened(covariance, fisher)
     except np.linalg.LinAlgError:
         return False
     return _within_gaussian_noise(whitened, m)
