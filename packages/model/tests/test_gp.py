@@ -612,7 +612,10 @@ def test_a_marginal_gp_samples_its_posterior_on_every_engine(engine: dict) -> No
             draws=1000, tune=700, chains=2, random_seed=3, progressbar=False, **engine
         )
     want = _grid_posterior_means(x, y)
-    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    # A few, as nutpie has: the default's final dual averaging counts from 3000 where the
+    # posterior looks Gaussian, and its larger steps gave 0-3 divergences per 2,000 draws
+    # over seeds 1-10 on Numba and C (nutpie 0-2; 0 with the count from 0).
+    assert int(idata["sample_stats"]["diverging"].sum()) <= 5
     for name, value in want.items():
         draws = idata["posterior"][name].values.ravel()
         # 5 Monte Carlo standard errors at an effective size of 400 draws

@@ -244,7 +244,7 @@ def test_too_few_draws_or_non_finite_gradients_do_not_look_gaussian():
     assert _dense_metric.looks_gaussian(draws, lambda x: np.full_like(x, np.inf)) is False
 
 
-def _final_restart_counts(monkeypatch, model, native):
+def _final_restart_counts(monkeypatch, model, native, tune=1000):
     """Run ``metric="auto"`` on ``model``; return the count of each chain's last restart."""
     counts: dict[int, float] = {}
     restart = _nuts._restart_step_size
@@ -255,7 +255,7 @@ def _final_restart_counts(monkeypatch, model, native):
 
     monkeypatch.setattr(_nuts, "_restart_step_size", recording)
     ks.sample_nuts(
-        model, draws=100, tune=1000, chains=2, random_seed=3, native=native, progressbar=False
+        model, draws=100, tune=tune, chains=2, random_seed=3, native=native, progressbar=False
     )
     return sorted(counts.values())
 
@@ -267,3 +267,14 @@ def test_a_gaussian_posteriors_final_dual_averaging_counts_from_3000(monkeypatch
 
 def test_a_funnels_final_dual_averaging_restarts_at_0(monkeypatch):
     assert _final_restart_counts(monkeypatch, ShearedFunnel(), None) == [0.0, 0.0]
+
+
+def test_a_short_warm_up_counts_from_the_square_of_the_iterations_left(monkeypatch):
+    # tune=100: the last window ends at 90, so 10 iterations are left to settle the step.
+    counts = _final_restart_counts(monkeypatch, Correlated(), Native(_correlated_c, n=5), 100)
+    assert counts == [100.0, 100.0]
+    draws = ks.sample_nuts(
+        Correlated(), draws=200, tune=100, chains=2, random_seed=3,
+        native=Native(_correlated_c, n=5), progressbar=False,
+    )  # fmt: skip
+    assert not draws.sample_stats["diverging"].any()

@@ -468,7 +468,8 @@ def _warm_up_stan(
     only; ``"diag"`` and ``"dense"`` with Stan's 50. Under ``"auto"``, where the last
     window's draws look Gaussian (:func:`~kiln_samplers._dense_metric.looks_gaussian`),
     the final dual averaging counts from
-    :data:`~kiln_samplers._adaptation.GAUSSIAN_FINAL_COUNT`.
+    :data:`~kiln_samplers._adaptation.GAUSSIAN_FINAL_COUNT`, or from the square of the
+    iterations left where that is less (a short warm-up).
     """
     state, settings = pieces.state, pieces.settings
     _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state))
@@ -504,7 +505,9 @@ def _warm_up_stan(
                 and drawn is not None
                 and looks_gaussian(drawn, pieces.model_gradients)
             )
-            count = GAUSSIAN_FINAL_COUNT if gaussian else 0.0
+            # The step starts near 10x the searched one; a count N brings it back in
+            # about 0.15 √N iterations: at most the square of those left keeps that short.
+            count = min(GAUSSIAN_FINAL_COUNT, float(tune - i) ** 2) if gaussian else 0.0
             _restart_step_size(state, _find_step_size(pieces.fn, pieces.user_data, state), count)
     return pieces.n_leapfrog, True
 
