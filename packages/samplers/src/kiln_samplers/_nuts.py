@@ -368,6 +368,10 @@ class _Pieces:
     fn: Callable[..., float] = dataclasses.field(init=False)
     user_data: Any = dataclasses.field(init=False)
     kind: str = dataclasses.field(init=False)
+    #: The last window ``model_gradients`` evaluated, and its gradients.
+    _gradients_of: tuple[np.ndarray, np.ndarray] | None = dataclasses.field(
+        init=False, default=None
+    )
 
     def __post_init__(self) -> None:
         made = self.functions(self.dense)
@@ -405,7 +409,13 @@ class _Pieces:
         return y if self.dense is None else self.dense.positions(y)
 
     def model_gradients(self, x: np.ndarray) -> np.ndarray:
-        """Return the log-density's gradient at each row of ``x`` (the model's coordinates)."""
+        """Return the log-density's gradient at each row of ``x`` (the model's coordinates).
+
+        The last window's two tests (:func:`prefers_dense` and :func:`looks_gaussian`)
+        ask for the same ``x``: it is evaluated once.
+        """
+        if self._gradients_of is not None and self._gradients_of[0] is x:
+            return self._gradients_of[1]
         dense, out = self.dense, np.empty_like(x)
         y = np.ascontiguousarray(x if dense is None else np.linalg.solve(dense.factor, x.T).T)
         grad = np.empty(x.shape[1])
@@ -413,7 +423,9 @@ class _Pieces:
             self.fn(y[i], grad, self.user_data)
             out[i] = grad
         _check_fatal(self.fn)
-        return out if dense is None else np.linalg.solve(dense.factor.T, out.T).T
+        out = out if dense is None else np.linalg.solve(dense.factor.T, out.T).T
+        self._gradients_of = (x, out)
+        return out
 
     def run(
         self,
