@@ -44,7 +44,7 @@ import numpy as np
 
 from kiln_compile import FunctionGraph, LinkerDoc, Profile
 from kiln_graph import Composite, Elemwise, KilnValueError, RandomGeneratorType, Variable
-from kiln_mlx._cache import kernel_folder, kernel_scope
+from kiln_mlx._cache import kernel_folder, kernel_scope, precompile_preamble
 from kiln_mlx._draws import UNCOMPILABLE as DRAWS_UNCOMPILABLE
 from kiln_mlx._dtypes import as_mx, float32_mode
 from kiln_mlx._graph import BACKEND, MlxGraph
@@ -271,7 +271,10 @@ class MlxLinker:
                 stacklevel=2,
             )
             compiled = False
-        thunk = MlxThunk(fgraph, graph, kernel_folder(), self.float32, compiled)
+        folder = kernel_folder()
+        if compiled:
+            precompile_preamble(folder)
+        thunk = MlxThunk(fgraph, graph, folder, self.float32, compiled)
         if profile is not None:
             profile.stage2 = thunk.stage2
         return thunk
