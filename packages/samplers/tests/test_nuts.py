@@ -644,3 +644,38 @@ def test_a_compiler_that_fails_leaves_the_numba_kernel(monkeypatch, tmp_path):
     assert _c_nuts.library() is None
     assert "failed" in _c_nuts._state.error
     assert not (tmp_path / "samplers").exists()  # nothing written
+
+
+@cfunc(LOGP_C)
+def _picky_c(n, x_, grad_, logp_, user_data):
+    """``gaussian_c``'s Gaussian; rejects x[0] < 0 (code 1), fails at x[0] > 100 (-3)."""
+    x, grad = carray(x_, (n,)), carray(grad_, (n,))
+    if x[0] > 100.0:
+        return -3
+    if x[0] < 0.0:
+        return 1
+    total = 0.0
+    for i in range(n):
+        z = (x[i] - MU[i]) / SD[i]
+        grad[i] = -z / SD[i]
+        total += z * z
+    logp_[0] = -0.5 * total
+    return 0
+
+
+@_needs_cc
+def test_the_c_kernel_computes_a_windows_gradients_as_the_python_loop_does():
+    assert _c_nuts.library() is not None
+    fn = NativeLogp(Native(_picky_c))
+    x = np.random.default_rng(3).normal(2.0, 1.0, size=(50, 4))
+    x[:, 0] = np.abs(x[:, 0])
+    x[7, 0] = -1.0
+    want = np.empty_like(x)
+    for i, row in enumerate(x):
+        fn(row, want[i], fn.user_data)
+    got = _c_nuts.gradients(fn, x)
+    assert np.isnan(got[7]).all() and not np.isnan(np.delete(got, 7, axis=0)).any()
+    np.testing.assert_array_equal(np.delete(got, 7, axis=0), np.delete(want, 7, axis=0))
+    x[20, 0] = 101.0
+    with pytest.raises(RuntimeError, match="native log-density failed: the test model's code -3"):
+        _c_nuts.gradients(fn, x)

@@ -274,6 +274,8 @@ def library() -> Any:
                 _i8, _i8, _i8, _p, _p, _p, _i8, _i8, _f8, _f8, ctypes.c_int, _p, _p, _i8, _p,
                 _p, _p, _p,
             )  # fmt: skip
+            lib.kiln_gradients.restype = _i4
+            lib.kiln_gradients.argtypes = (_p, _p, _i8, _i8, _p, _p)
             lib.kiln_screened_rhat_ess_start.restype = _p
             lib.kiln_screened_rhat_ess_start.argtypes = screened
             lib.kiln_screened_rhat_ess_join.restype = None
@@ -289,6 +291,24 @@ def affine_logp_address() -> int | None:
     """
     lib = library()
     return None if lib is None else ctypes.cast(lib.kiln_affine_logp, _p).value
+
+
+def gradients(fn: NativeLogp, x: np.ndarray) -> np.ndarray | None:
+    """Return ``fn``'s gradient at each row of ``x``, computed in one call of the C kernel.
+
+    None where the C kernel is not loaded (the caller loops in Python). A point the model
+    rejects gives a row of NaN; a fatal code raises the error saying what it means.
+    """
+    lib = _state.library
+    if lib is None:
+        return None
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    m, n = x.shape
+    code = lib.kiln_gradients(fn.native.logp_cptr, fn.user_data, n, m, _pointer(x), _pointer(out))
+    if code < 0:
+        raise fatal_error(fn.native, code)
+    return out
 
 
 def loaded_library() -> Any:

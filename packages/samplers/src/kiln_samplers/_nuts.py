@@ -416,13 +416,17 @@ class _Pieces:
         """
         if self._gradients_of is not None and self._gradients_of[0] is x:
             return self._gradients_of[1]
-        dense, out = self.dense, np.empty_like(x)
+        from kiln_samplers._c_nuts import gradients as c_gradients
+
+        dense = self.dense
         y = np.ascontiguousarray(x if dense is None else np.linalg.solve(dense.factor, x.T).T)
-        grad = np.empty(x.shape[1])
-        for i in range(x.shape[0]):
-            self.fn(y[i], grad, self.user_data)
-            out[i] = grad
-        _check_fatal(self.fn)
+        out = c_gradients(self.fn, y) if isinstance(self.fn, NativeLogp) else None
+        if out is None:
+            out, grad = np.empty_like(x), np.empty(x.shape[1])
+            for i in range(x.shape[0]):
+                self.fn(y[i], grad, self.user_data)
+                out[i] = grad
+            _check_fatal(self.fn)
         out = out if dense is None else np.linalg.solve(dense.factor.T, out.T).T
         self._gradients_of = (x, out)
         return out

@@ -340,6 +340,22 @@ int kiln_affine_logp(size_t n, const double *y, double *grad, double *logp,
     return status;
 }
 
+/* The model's gradient at each of the m rows of x (n columns) into the rows of grads, as
+ * _nuts._Pieces.model_gradients computes them in Python. Returns 0, or the first fatal
+ * code (< 0: the rows from that one on are not written). A rejected point's row is NaN. */
+int kiln_gradients(kiln_logp_fn fn, const void *user_data, int64_t n, int64_t m,
+                   const double *x, double *grads) {
+    for (int64_t k = 0; k < m; k++) {
+        double logp = 0.0;
+        double *row = grads + k * n;
+        int status = fn((size_t)n, x + k * n, row, &logp, user_data);
+        if (status < 0) return status;
+        if (status > 0)
+            for (int64_t i = 0; i < n; i++) row[i] = NAN;
+    }
+    return 0;
+}
+
 /* _nuts_core.sample_chunk. Returns the last log-density; *status is 0, 1 when the work
  * arrays could not be allocated (nothing is drawn then), or the model's fatal code (< 0:
  * the chunk stopped after the transition that got it; *done says how many were drawn). */
