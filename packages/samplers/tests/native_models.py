@@ -9,7 +9,7 @@ in the compiled-model protocol.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, cfunc, types
+from numba import carray, cfunc, njit, types
 
 from kiln_samplers._native import NativeLogp
 
@@ -27,8 +27,9 @@ LOGP_C = types.intc(
 )
 
 
-@cfunc(LOGP_C)
-def gaussian_c(n, x_, grad_, logp_, user_data):
+@njit
+def gaussian_logp(n, x_, grad_, logp_):
+    """Write the log-density and gradient of the 4-d Gaussian of ``MU`` and ``SD``; return 0."""
     x, grad = carray(x_, (n,)), carray(grad_, (n,))
     total = 0.0
     for i in range(n):
@@ -37,6 +38,11 @@ def gaussian_c(n, x_, grad_, logp_, user_data):
         total += z * z
     logp_[0] = -0.5 * total
     return 0
+
+
+@cfunc(LOGP_C)
+def gaussian_c(n, x_, grad_, logp_, user_data):
+    return gaussian_logp(n, x_, grad_, logp_)
 
 
 class Native:
