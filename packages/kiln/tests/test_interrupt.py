@@ -24,12 +24,18 @@ from kiln_samplers import _c_nuts, _compound, _sample
 _LATENCY_S = 5.0
 
 
-def _interrupt_once_started(monkeypatch, module, delay: float = 0.5) -> dict[str, float]:
-    """Send SIGINT to the main thread ``delay`` s after a chain's first progress report.
+def _interrupt_once_started(
+    monkeypatch, module, chains: int = 2, delay: float = 0.5
+) -> dict[str, float]:
+    """Send SIGINT to the main thread ``delay`` s after every chain's first progress report.
 
-    Returns the dict that receives the signal's time (``"sent"``).
+    Waiting for every chain (at most 30 s after the first) keeps a chain that a loaded
+    machine started late from being interrupted before its first draw, which would drop
+    it from the result. Returns the dict that receives the signal's time (``"sent"``).
     """
-    started = threading.Event()
+    first = threading.Event()
+    everyone = threading.Event()
+    reported: set[int] = set()
     sent: dict[str, float] = {}
 
     class Watched(module.Progress):
@@ -37,7 +43,10 @@ def _interrupt_once_started(monkeypatch, module, delay: float = 0.5) -> dict[str
             update = super().updater(chain)
 
             def watch(*args):
-                started.set()
+                reported.add(chain)
+                first.set()
+                if len(reported) >= chains:
+                    everyone.set()
                 update(*args)
 
             return watch
@@ -46,7 +55,8 @@ def _interrupt_once_started(monkeypatch, module, delay: float = 0.5) -> dict[str
     main = threading.main_thread().ident
 
     def fire() -> None:
-        if started.wait(120):
+        if first.wait(120):
+            everyone.wait(30)
             time.sleep(delay)
             sent["sent"] = time.perf_counter()
             signal.pthread_kill(main, signal.SIGINT)
@@ -57,7 +67,7 @@ def _interrupt_once_started(monkeypatch, module, delay: float = 0.5) -> dict[str
 
 def _sample_interrupted(monkeypatch, module=_sample, **kwargs):
     """Return kl.sample's result, the seconds from SIGINT to its return, its warnings."""
-    sent = _interrupt_once_started(monkeypatch, module)
+    sent = _interrupt_once_started(monkeypatch, module, chains=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         idata = kl.sample(chains=2, cores=2, progressbar=False, random_seed=1, **kwargs)
