@@ -22,11 +22,11 @@ from kiln_samplers import _c_nuts, _compound, _sample
 
 #: The most seconds kl.sample may take to return after the signal (a loaded machine).
 _LATENCY_S = 5.0
+#: The chains every interrupted run samples.
+_CHAINS = 2
 
 
-def _interrupt_once_started(
-    monkeypatch, module, chains: int = 2, delay: float = 0.5
-) -> dict[str, float]:
+def _interrupt_once_started(monkeypatch, module, delay: float = 0.5) -> dict[str, float]:
     """Send SIGINT to the main thread ``delay`` s after every chain's first progress report.
 
     Waiting for every chain (at most 30 s after the first) keeps a chain that a loaded
@@ -45,7 +45,7 @@ def _interrupt_once_started(
             def watch(*args):
                 reported.add(chain)
                 first.set()
-                if len(reported) >= chains:
+                if len(reported) == _CHAINS:
                     everyone.set()
                 update(*args)
 
@@ -67,10 +67,10 @@ def _interrupt_once_started(
 
 def _sample_interrupted(monkeypatch, module=_sample, **kwargs):
     """Return kl.sample's result, the seconds from SIGINT to its return, its warnings."""
-    sent = _interrupt_once_started(monkeypatch, module, chains=2)
+    sent = _interrupt_once_started(monkeypatch, module)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        idata = kl.sample(chains=2, cores=2, progressbar=False, random_seed=1, **kwargs)
+        idata = kl.sample(chains=_CHAINS, cores=_CHAINS, progressbar=False, random_seed=1, **kwargs)
     latency = time.perf_counter() - sent["sent"]
     interrupted = [w for w in caught if issubclass(w.category, ks.SamplingInterrupted)]
     return idata, latency, interrupted, caught
